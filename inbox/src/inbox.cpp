@@ -1,0 +1,269 @@
+// accept() and accept_many(): durable, deduplicated recording of incoming messages.
+#include <pqxx/pqxx>
+
+#include "boxcar/inbox/inbox.hpp"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+
+#include "boxcar/runtime/database_errors.hpp"
+#include "boxcar/runtime/notifier.hpp"
+#include "boxcar/runtime/sql_identifier.hpp"
+#include "boxcar/runtime/tx.hpp"
+#include "inbox_queries.hpp"
+#include "prepared_request.hpp"
+
+namespace boxcar {
+namespace {
+
+std::string with_schema(std::string_view sql, const std::string& quoted_schema) {
+  std::string out(sql);
+  const std::string marker = "{schema}";
+  for (auto pos = out.find(marker); pos != std::string::npos; pos = out.find(marker, pos))
+    out.replace(pos, marker.size(), quoted_schema), pos += quoted_schema.size();
+  return out;
+}
+
+InboxStorageError storage_error(std::exception_ptr error, std::string_view doing,
+                                bool commit_in_flight) {
+  const DatabaseError e = to_database_error(std::move(error), doing, commit_in_flight);
+  return InboxStorageError(e.what(), e.sqlstate(), e.uncertain());
+}
+
+InboxConflictError conflict_error(const detail::PreparedRequest& p, std::int64_t existing_id) {
+  return InboxConflictError(
+      existing_id, "identity (" + p.scope_kind + (p.scope_id.empty() ? "" : ":" + p.scope_id) +
+                       ", " + p.source + ", " + p.consumer + ", " + p.message_id +
+                       ") is already retained as receipt " + std::to_string(existing_id) +
+                       " with different content; the stored record is unchanged");
+}
+
+// One JSON string, escaped; the fields were validated as UTF-8 without U+0000.
+void append_json_string(std::string& out, const std::string& value) {
+  out += canonicalize(nlohmann::json(value));
+}
+
+// A storage attempt that should simply run again: a concurrent batch deadlocked with
+// ours, or a retained row vanished between insert and lookup (purge).
+struct RetryBatch {};
+constexpr int kMaxRounds = 3;
+
+}  // namespace
+
+struct Inbox::Queries {
+  std::string insert, lookup, insert_many, lookup_many;
+  std::string insert_name, lookup_name;
+  std::unordered_set<std::string> consumers;
+};
+
+const Receipt& AcceptResult::receipt() const {
+  if (!receipt_) std::rethrow_exception(error_);
+  return *receipt_;
+}
+
+void AcceptResult::rethrow_if_error() const {
+  if (error_) std::rethrow_exception(error_);
+}
+
+std::string Inbox::notify_channel(const std::string& schema) { return "boxcar_inbox_" + schema; }
+
+Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
+    : pool_(std::move(pool)), options_(std::move(options)), queries_(std::make_unique<Queries>()) {
+  if (!pool_) throw ConfigError("inbox.pool", "a connection pool is required");
+  const std::string schema = validate_schema_name(options_.schema, "inbox.schema");
+  if (options_.consumers.empty())
+    throw ConfigError("inbox.consumers", "declare at least one consumer this module accepts");
+  for (const auto& consumer : options_.consumers) {
+    try {
+      detail::check_text_field(consumer, "consumer", true);
+    } catch (const InboxValidationError& e) {
+      throw ConfigError("inbox.consumers", e.what());
+    }
+    queries_->consumers.insert(consumer);
+  }
+  const std::string quoted = quote_identifier(schema);
+  queries_->insert = with_schema(inbox_sql::kInsert, quoted);
+  queries_->lookup = with_schema(inbox_sql::kLookup, quoted);
+  queries_->insert_many = with_schema(inbox_sql::kInsertMany, quoted);
+  queries_->lookup_many = with_schema(inbox_sql::kLookupMany, quoted);
+  queries_->insert_name = "boxcar.inbox.insert." + schema;
+  queries_->lookup_name = "boxcar.inbox.lookup." + schema;
+  if (options_.notify)
+    notifier_ = std::make_unique<AsyncNotifier>(pool_->connection_string(), notify_channel(schema));
+}
+
+Inbox::~Inbox() = default;
+
+Receipt Inbox::accept(const AcceptRequest& request) {
+  const auto p = detail::prepare_request(
+      request, {.consumers = queries_->consumers, .payload_limits = options_.payload_limits});
+
+  for (int round = 1;; ++round) {
+    PooledConnection connection;
+    try {
+      connection = pool_->acquire();
+    } catch (...) {
+      throw storage_error(std::current_exception(), "accept", false);
+    }
+    try {
+      connection.prepare_once(queries_->insert_name, queries_->insert);
+      pqxx::nontransaction statement(*connection);
+      const auto inserted = statement.exec_prepared(
+          queries_->insert_name, p.scope_kind, p.scope_id, p.source, p.consumer, p.message_id,
+          p.event_type, p.schema_version, p.canonical_payload, p.metadata_json, p.fingerprint);
+      if (!inserted.empty()) {
+        if (notifier_) notifier_->notify(p.consumer);
+        return Receipt{Receipt::Kind::Accepted, inserted[0][0].as<std::int64_t>(),
+                       parse_receipt_status(inserted[0][1].c_str())};
+      }
+    } catch (...) {
+      connection.discard();
+      // The insert commits on its own: if the connection died under it, it may have landed.
+      throw storage_error(std::current_exception(), "accept", true);
+    }
+    try {
+      connection.prepare_once(queries_->lookup_name, queries_->lookup);
+      pqxx::nontransaction statement(*connection);
+      const auto existing = statement.exec_prepared(queries_->lookup_name, p.consumer, p.source,
+                                                    p.scope_kind, p.scope_id, p.message_id);
+      if (existing.empty()) {
+        // Purged between our insert and lookup: the identity is free again.
+        if (round < kMaxRounds) continue;
+        throw InboxStorageError("accept: identity kept vanishing between insert and lookup", {},
+                                false);
+      }
+      const auto id = existing[0][0].as<std::int64_t>();
+      if (existing[0][2].c_str() != p.fingerprint) throw conflict_error(p, id);
+      return Receipt{Receipt::Kind::Duplicate, id, parse_receipt_status(existing[0][1].c_str())};
+    } catch (const Error&) {
+      throw;
+    } catch (...) {
+      connection.discard();
+      throw storage_error(std::current_exception(), "accept", false);
+    }
+  }
+}
+
+std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batch) {
+  std::vector<std::optional<AcceptResult>> results(batch.size());
+  std::vector<std::optional<detail::PreparedRequest>> prepared(batch.size());
+  const detail::AcceptRules rules{.consumers = queries_->consumers,
+                                  .payload_limits = options_.payload_limits};
+  // identity key -> index of its first valid occurrence (the one that inserts)
+  std::map<std::string, std::size_t> leaders;
+  std::vector<std::string> keys(batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    try {
+      prepared[i] = detail::prepare_request(batch[i], rules);
+      keys[i] = prepared[i]->identity_key();
+      leaders.emplace(keys[i], i);
+    } catch (const InboxValidationError& e) {
+      results[i].emplace(std::current_exception(), e.code());
+    }
+  }
+  if (leaders.empty()) {
+    std::vector<AcceptResult> out;
+    for (auto& r : results) out.push_back(std::move(*r));
+    return out;
+  }
+
+  // Sorted by identity (std::map order), so concurrent batches take locks in one order.
+  std::string records = "[";
+  for (const auto& [key, i] : leaders) {
+    const auto& p = *prepared[i];
+    if (records.size() > 1) records += ',';
+    records += "{\"i\":" + std::to_string(i) + ",\"sk\":";
+    append_json_string(records, p.scope_kind);
+    records += ",\"si\":";
+    append_json_string(records, p.scope_id);
+    records += ",\"src\":";
+    append_json_string(records, p.source);
+    records += ",\"c\":";
+    append_json_string(records, p.consumer);
+    records += ",\"m\":";
+    append_json_string(records, p.message_id);
+    records += ",\"et\":";
+    append_json_string(records, p.event_type);
+    records += ",\"sv\":" + std::to_string(p.schema_version);
+    records += ",\"p\":" + p.canonical_payload;
+    records += ",\"md\":" + p.metadata_json;
+    records += ",\"fp\":\"" + p.fingerprint + "\"}";
+  }
+  records += ']';
+
+  struct Stored {
+    std::int64_t id;
+    ReceiptStatus status;
+    std::string fingerprint;
+    bool inserted;
+  };
+  std::unordered_map<std::string, Stored> stored;  // by identity key
+
+  for (int round = 1;; ++round) {
+    stored.clear();
+    bool committing = false;
+    try {
+      Tx tx = pool_->begin();
+      for (const auto& row : tx.exec(queries_->insert_many, records)) {
+        detail::PreparedRequest key_of;
+        key_of.scope_kind = row[2].c_str();
+        key_of.scope_id = row[3].c_str();
+        key_of.source = row[4].c_str();
+        key_of.consumer = row[5].c_str();
+        key_of.message_id = row[6].c_str();
+        const std::string key = key_of.identity_key();
+        stored[key] = Stored{row[0].as<std::int64_t>(), parse_receipt_status(row[1].c_str()),
+                             prepared[leaders.at(key)]->fingerprint, true};
+      }
+      if (stored.size() < leaders.size()) {
+        for (const auto& row : tx.exec(queries_->lookup_many, records)) {
+          const auto i = row[0].as<std::size_t>();
+          if (stored.contains(keys[i])) continue;
+          stored[keys[i]] = Stored{row[1].as<std::int64_t>(), parse_receipt_status(row[2].c_str()),
+                                   row[3].c_str(), false};
+        }
+        if (stored.size() < leaders.size()) throw RetryBatch{};
+      }
+      committing = true;
+      tx.commit();
+      break;
+    } catch (const RetryBatch&) {
+      if (round >= kMaxRounds)
+        throw InboxStorageError("accept_many: identities kept vanishing between insert and lookup",
+                                {}, false);
+    } catch (...) {
+      const DatabaseError e = to_database_error(std::current_exception(), "accept_many", committing);
+      // 40P01 deadlock / 40001 serialization: the batch rolled back whole; run it again.
+      if (e.sqlstate().starts_with("40") && round < kMaxRounds) continue;
+      throw InboxStorageError(e.what(), e.sqlstate(), e.uncertain());
+    }
+  }
+
+  std::unordered_set<std::string> notified;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (results[i]) continue;
+    const auto& p = *prepared[i];
+    const Stored& s = stored.at(keys[i]);
+    if (s.fingerprint != p.fingerprint) {
+      try {
+        throw conflict_error(p, s.id);
+      } catch (const InboxConflictError& e) {
+        results[i].emplace(std::current_exception(), e.code());
+      }
+      continue;
+    }
+    const bool accepted = s.inserted && leaders.at(keys[i]) == i;
+    results[i].emplace(Receipt{accepted ? Receipt::Kind::Accepted : Receipt::Kind::Duplicate, s.id,
+                               s.status});
+    if (accepted && notifier_ && notified.insert(p.consumer).second) notifier_->notify(p.consumer);
+  }
+  std::vector<AcceptResult> out;
+  out.reserve(batch.size());
+  for (auto& r : results) out.push_back(std::move(*r));
+  return out;
+}
+
+}  // namespace boxcar

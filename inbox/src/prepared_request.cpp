@@ -1,0 +1,100 @@
+// Turns an AcceptRequest into validated, canonical values, or a typed error naming the field.
+#include "prepared_request.hpp"
+
+#include "boxcar/inbox/errors.hpp"
+
+namespace boxcar::detail {
+namespace {
+
+// Metadata is small routing data, not a second payload.
+constexpr CanonicalLimits kMetadataLimits{.max_depth = 3, .max_bytes = 64 * 1024};
+
+std::string metadata_json(const Metadata& metadata) {
+  nlohmann::json object = nlohmann::json::object();
+  const auto put = [&](const char* key, const std::string& value) {
+    if (!value.empty()) object[key] = value;
+  };
+  put("traceparent", metadata.traceparent);
+  put("tracestate", metadata.tracestate);
+  put("correlationId", metadata.correlation_id);
+  put("causationId", metadata.causation_id);
+  if (!metadata.headers.empty()) object["headers"] = metadata.headers;
+  try {
+    return canonicalize(object, kMetadataLimits);
+  } catch (const JsonValueError& e) {
+    throw InboxValidationError(e.code(), "metadata" + e.path(), e.what());
+  }
+}
+
+}  // namespace
+
+std::string PreparedRequest::identity_key() const {
+  std::string key;
+  key.reserve(consumer.size() + source.size() + scope_id.size() + message_id.size() + 12);
+  // U+0000 cannot occur inside a validated field, so it separates them unambiguously.
+  for (const auto* part : {&consumer, &source, &scope_kind, &scope_id, &message_id}) {
+    key += *part;
+    key += '\0';
+  }
+  return key;
+}
+
+void check_text_field(const std::string& value, const char* field, bool required) {
+  if (value.empty()) {
+    if (required) throw InboxValidationError("INBOX_FIELD_REQUIRED", field, "must not be empty");
+    return;
+  }
+  if (value.size() > kMaxIdentityBytes)
+    throw InboxValidationError("INBOX_FIELD_TOO_LONG", field,
+                               "is " + std::to_string(value.size()) + " bytes; the limit is " +
+                                   std::to_string(kMaxIdentityBytes));
+  if (!is_valid_utf8(value))
+    throw InboxValidationError("INBOX_FIELD_INVALID", field, "is not valid UTF-8");
+  if (value.find('\0') != std::string::npos)
+    throw InboxValidationError("INBOX_FIELD_INVALID", field, "contains U+0000");
+}
+
+PreparedRequest prepare_request(const AcceptRequest& request, const AcceptRules& rules) {
+  PreparedRequest prepared;
+  if (request.scope.kind == Scope::Kind::Tenant) {
+    if (request.scope.id.empty())
+      throw InboxValidationError("INBOX_SCOPE_INVALID", "scope.id",
+                                 "a tenant scope needs the verified tenant id; use "
+                                 "Scope::global() for intentionally global messages");
+    check_text_field(request.scope.id, "scope.id", true);
+  } else if (!request.scope.id.empty()) {
+    throw InboxValidationError("INBOX_SCOPE_INVALID", "scope.id",
+                               "a global scope carries no tenant id");
+  }
+  check_text_field(request.source, "source", true);
+  check_text_field(request.consumer, "consumer", true);
+  check_text_field(request.message_id, "message_id", true);
+  check_text_field(request.event_type, "event_type", true);
+  if (!rules.consumers.contains(request.consumer))
+    throw InboxValidationError("INBOX_UNKNOWN_CONSUMER", "consumer",
+                               "'" + request.consumer +
+                                   "' is not among the consumers this inbox declares");
+  if (request.schema_version < 1)
+    throw InboxValidationError("INBOX_SCHEMA_VERSION_INVALID", "schema_version",
+                               "must be at least 1, got " + std::to_string(request.schema_version));
+
+  try {
+    prepared.canonical_payload = canonicalize(request.payload, rules.payload_limits);
+  } catch (const JsonValueError& e) {
+    throw InboxValidationError(e.code(), "payload" + e.path(), e.what());
+  }
+  prepared.metadata_json = metadata_json(request.metadata);
+
+  prepared.scope_kind = to_string(request.scope.kind);
+  prepared.scope_id = request.scope.id;
+  prepared.source = request.source;
+  prepared.consumer = request.consumer;
+  prepared.message_id = request.message_id;
+  prepared.event_type = request.event_type;
+  prepared.schema_version = request.schema_version;
+  prepared.fingerprint =
+      content_fingerprint(prepared.event_type, prepared.schema_version, prepared.canonical_payload);
+  return prepared;
+}
+
+}  // namespace boxcar::detail

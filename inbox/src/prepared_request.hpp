@@ -1,0 +1,45 @@
+// Validation of an AcceptRequest into the exact values that are stored and compared.
+#pragma once
+
+#include <string>
+#include <unordered_set>
+
+#include "boxcar/inbox/accept_request.hpp"
+#include "boxcar/runtime/canonical_json.hpp"
+
+namespace boxcar::detail {
+
+/// Longest identity component, source, consumer, message id, scope id or event type,
+/// in bytes. Matches the table's CHECK constraints and stays far below the b-tree row
+/// limit of the identity index.
+inline constexpr std::size_t kMaxIdentityBytes = 512;
+
+struct PreparedRequest {
+  std::string scope_kind;
+  std::string scope_id;
+  std::string source;
+  std::string consumer;
+  std::string message_id;
+  std::string event_type;
+  int schema_version = 0;
+  std::string canonical_payload;
+  std::string metadata_json;
+  std::string fingerprint;
+
+  /// The identity as one string, for grouping repeats inside a batch.
+  std::string identity_key() const;
+};
+
+struct AcceptRules {
+  const std::unordered_set<std::string>& consumers;
+  const CanonicalLimits& payload_limits;
+};
+
+/// @throws InboxValidationError naming the offending field.
+PreparedRequest prepare_request(const AcceptRequest& request, const AcceptRules& rules);
+
+/// Checks one identity-like text field: required, at most kMaxIdentityBytes, valid UTF-8
+/// without U+0000. @throws InboxValidationError naming `field`.
+void check_text_field(const std::string& value, const char* field, bool required);
+
+}  // namespace boxcar::detail

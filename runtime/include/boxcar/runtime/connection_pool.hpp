@@ -1,0 +1,119 @@
+// A bounded pool of PostgreSQL connections shared by every Boxcar component in a process.
+//
+// Connections are opened lazily up to `size`, checked before they are handed out (a
+// connection the server closed while it sat idle is replaced), and closed instead of
+// returned when their last transaction did not end cleanly, so the next user never
+// inherits an open, aborted or broken session.
+//
+// Thread-safety: ConnectionPool is thread-safe. A PooledConnection belongs to one thread
+// at a time, like the pqxx::connection it wraps.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include <pqxx/connection>
+
+namespace boxcar {
+
+class Tx;
+
+struct PoolOptions {
+  /// libpq connection string or URL (postgresql://user@host:port/db).
+  std::string url{};
+  /// Most connections open at once.
+  std::size_t size = 8;
+  /// How long acquire() waits for a free connection before DATABASE_POOL_TIMEOUT.
+  std::chrono::milliseconds acquire_timeout{5000};
+  /// libpq parameters added to `url` unless it sets them already: fail fast on a dead
+  /// network instead of hanging a claim past its lease (see docs/operations.md).
+  std::string default_parameters =
+      "connect_timeout=10 keepalives=1 keepalives_idle=10 keepalives_interval=5 "
+      "keepalives_count=3 tcp_user_timeout=30000 application_name=boxcar";
+};
+
+/// `url` with every parameter of `parameters` ("key=value key=value") that it does not
+/// set already; works for URLs and key=value strings alike.
+std::string with_default_parameters(const std::string& url, const std::string& parameters);
+
+class ConnectionPool;
+
+/// A connection on loan from the pool; returns it when destroyed. Move-only.
+class PooledConnection {
+ public:
+  PooledConnection() = default;
+  PooledConnection(PooledConnection&&) noexcept;
+  PooledConnection& operator=(PooledConnection&&) noexcept;
+  PooledConnection(const PooledConnection&) = delete;
+  PooledConnection& operator=(const PooledConnection&) = delete;
+  ~PooledConnection();
+
+  pqxx::connection& operator*() const { return *connection_; }
+  pqxx::connection* operator->() const { return connection_.get(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(connection_); }
+
+  /// Prepares `sql` under `name` on this connection the first time it is asked for, so
+  /// hot statements are parsed once per connection. Names must be unique per SQL text.
+  void prepare_once(const std::string& name, const std::string& sql);
+
+  /// Marks the connection unusable: it is closed instead of returned.
+  void discard() noexcept { discard_ = true; }
+
+ private:
+  friend class ConnectionPool;
+  struct Slot {
+    std::unique_ptr<pqxx::connection> connection;
+    std::unordered_set<std::string> prepared;
+  };
+  PooledConnection(std::shared_ptr<ConnectionPool> pool, Slot slot);
+
+  std::shared_ptr<ConnectionPool> pool_;
+  std::unique_ptr<pqxx::connection> connection_;
+  std::unordered_set<std::string> prepared_;
+  bool discard_ = false;
+};
+
+class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {
+ public:
+  /// @throws ConfigError for an empty url or a zero size. Opens no connection yet.
+  static std::shared_ptr<ConnectionPool> create(PoolOptions options);
+
+  /// Borrows a connection, opening one if fewer than `size` exist.
+  /// Blocks up to acquire_timeout.
+  /// @throws DatabaseError DATABASE_POOL_TIMEOUT when none frees up in time,
+  ///   DATABASE_UNAVAILABLE when a new connection cannot be opened.
+  PooledConnection acquire();
+
+  /// acquire() and begin a read-committed transaction on it.
+  Tx begin();
+
+  const PoolOptions& options() const noexcept { return options_; }
+  /// The libpq connection string actually used (url plus default_parameters), for
+  /// components that keep a dedicated connection outside the pool (LISTEN, NOTIFY).
+  const std::string& connection_string() const noexcept { return connection_string_; }
+  /// Connections currently open (idle and lent).
+  std::size_t open_connections() const;
+
+  ConnectionPool(const ConnectionPool&) = delete;
+  ConnectionPool& operator=(const ConnectionPool&) = delete;
+
+ private:
+  friend class PooledConnection;
+  explicit ConnectionPool(PoolOptions options);
+  void give_back(PooledConnection::Slot slot, bool reusable) noexcept;
+
+  PoolOptions options_;
+  std::string connection_string_{};
+  mutable std::mutex mutex_;
+  std::condition_variable freed_;
+  std::vector<PooledConnection::Slot> idle_;
+  std::size_t open_ = 0;
+};
+
+}  // namespace boxcar

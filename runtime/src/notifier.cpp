@@ -1,0 +1,71 @@
+// The background sender of coalesced NOTIFY wake-ups.
+#include <pqxx/pqxx>
+
+#include "boxcar/runtime/notifier.hpp"
+
+#include <chrono>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+namespace boxcar {
+
+AsyncNotifier::AsyncNotifier(std::string connection_string, std::string channel)
+    : connection_string_(std::move(connection_string)), channel_(std::move(channel)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+AsyncNotifier::~AsyncNotifier() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void AsyncNotifier::notify(const std::string& payload) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!pending_.insert(payload).second) return;
+  }
+  wake_.notify_one();
+}
+
+void AsyncNotifier::flush() {
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [&] { return (pending_.empty() && !sending_) || stopping_; });
+}
+
+void AsyncNotifier::run() {
+  std::unique_ptr<pqxx::connection> connection;
+  std::unique_lock lock(mutex_);
+  while (true) {
+    wake_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+    if (pending_.empty()) break;  // stopping with nothing left to send
+    std::set<std::string> batch;
+    batch.swap(pending_);
+    sending_ = true;
+    lock.unlock();
+    try {
+      if (!connection || !connection->is_open())
+        connection = std::make_unique<pqxx::connection>(connection_string_);
+      pqxx::work tx(*connection);
+      for (const auto& payload : batch) tx.exec_params("SELECT pg_notify($1, $2)", channel_, payload);
+      tx.commit();
+    } catch (const std::exception& e) {
+      connection.reset();
+      spdlog::warn("notify on channel {} failed, listeners fall back to polling: {}", channel_,
+                   e.what());
+      // Do not spin against a database that is down.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    lock.lock();
+    sending_ = false;
+    idle_.notify_all();
+  }
+  sending_ = false;
+  idle_.notify_all();
+}
+
+}  // namespace boxcar

@@ -1,0 +1,52 @@
+// The RAII transaction over a pooled connection.
+#include "boxcar/runtime/tx.hpp"
+
+#include <stdexcept>
+
+#include "boxcar/runtime/database_errors.hpp"
+
+namespace boxcar {
+
+Tx::Tx(PooledConnection connection) : connection_(std::move(connection)) {
+  try {
+    work_ = std::make_unique<pqxx::work>(*connection_);
+  } catch (...) {
+    connection_.discard();
+    throw to_database_error(std::current_exception(), "beginning a transaction", false);
+  }
+}
+
+Tx::Tx(Tx&& other) noexcept
+    : connection_(std::move(other.connection_)), work_(std::move(other.work_)) {}
+
+Tx::~Tx() { rollback(); }
+
+pqxx::work& Tx::work() {
+  if (!work_) throw std::logic_error("boxcar::Tx used after commit() or rollback()");
+  return *work_;
+}
+
+void Tx::commit() {
+  pqxx::work& transaction = work();
+  try {
+    transaction.commit();
+  } catch (...) {
+    // A failed COMMIT leaves no transaction open; a lost connection is noticed by the
+    // pool (is_open() is false) and closed there.
+    work_.reset();
+    throw to_database_error(std::current_exception(), "committing", true);
+  }
+  work_.reset();
+}
+
+void Tx::rollback() noexcept {
+  if (!work_) return;
+  try {
+    work_->abort();
+  } catch (...) {
+    connection_.discard();
+  }
+  work_.reset();
+}
+
+}  // namespace boxcar

@@ -1,0 +1,117 @@
+// Real faults on the accept path: a connection lost after the server committed, before
+// the request reached it, and a backend terminated mid-statement.
+#include <catch2/catch.hpp>
+
+#include <regex>
+#include <thread>
+
+#include "boxcar/inbox/inbox.hpp"
+#include "tcp_proxy.hpp"
+#include "test_database.hpp"
+
+using namespace boxcar;
+using boxcar::testing::TcpProxy;
+using boxcar::testing::TestDatabase;
+
+namespace {
+
+AcceptRequest request(const std::string& id) {
+  return {.scope = Scope::global(),
+          .source = "webhook",
+          .consumer = "c.v1",
+          .message_id = id,
+          .event_type = "thing.happened",
+          .schema_version = 1,
+          .payload = {{"n", 1}}};
+}
+
+int port_of(const std::string& url) {
+  std::smatch m;
+  REQUIRE(std::regex_search(url, m, std::regex(R"(:(\d+)/)")));
+  return std::stoi(m[1]);
+}
+
+}  // namespace
+
+TEST_CASE("a connection lost after the insert committed is uncertain and the redelivery is a duplicate") {
+  TestDatabase db;
+  TcpProxy proxy("127.0.0.1", port_of(db.url()));
+  auto pool = ConnectionPool::create({.url = proxy.route(db.url()), .size = 1});
+  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
+  inbox.accept(request("warm-up"));  // statements are prepared; the next request is the insert itself
+
+  proxy.drop_next_response();
+  try {
+    inbox.accept(request("m-1"));
+    FAIL("expected InboxStorageError");
+  } catch (const InboxStorageError& e) {
+    CHECK(e.uncertain());
+    CHECK(e.code() == "STORAGE_UNCERTAIN");
+  }
+  CHECK(proxy.faults() == 1);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'm-1'") == 1);
+
+  const Receipt redelivered = inbox.accept(request("m-1"));
+  CHECK(redelivered.kind == Receipt::Kind::Duplicate);
+}
+
+TEST_CASE("a connection lost before the insert reached the server is uncertain and the redelivery is accepted") {
+  TestDatabase db;
+  TcpProxy proxy("127.0.0.1", port_of(db.url()));
+  auto pool = ConnectionPool::create({.url = proxy.route(db.url()), .size = 1});
+  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
+  inbox.accept(request("warm-up"));
+
+  proxy.drop_next_request();
+  try {
+    inbox.accept(request("m-1"));
+    FAIL("expected InboxStorageError");
+  } catch (const InboxStorageError& e) {
+    CHECK(e.uncertain());
+  }
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'm-1'") == 0);
+  CHECK(inbox.accept(request("m-1")).kind == Receipt::Kind::Accepted);
+}
+
+TEST_CASE("a backend terminated while its insert waits is uncertain and reconciles on redelivery") {
+  TestDatabase db;
+  Inbox inbox(db.pool(2), {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
+  inbox.accept(request("warm-up"));
+
+  // An uncommitted insert of the same identity makes accept() wait on it.
+  auto blocker = db.connect();
+  pqxx::work blocking(blocker);
+  blocking.exec(db.qualified(
+      "INSERT INTO {schema}.inbox_receipts (scope_kind, source, consumer, message_id, event_type, "
+      "schema_version, payload, fingerprint) VALUES ('global', 'webhook', 'c.v1', 'm-1', "
+      "'thing.happened', 1, '{\"n\":1}', repeat('0', 64))"));
+
+  std::atomic<bool> uncertain{false};
+  std::atomic<bool> failed{false};
+  std::thread acceptor([&] {
+    try {
+      inbox.accept(request("m-1"));
+    } catch (const InboxStorageError& e) {
+      failed = true;
+      uncertain = e.uncertain();
+    }
+  });
+  auto admin = db.connect();
+  int terminated = 0;
+  for (int i = 0; i < 100 && terminated == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    terminated = pqxx::nontransaction(admin)
+                     .exec("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                           "WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO%inbox_receipts%'")[0][0]
+                     .as<int>();
+  }
+  acceptor.join();
+  REQUIRE(terminated == 1);
+  CHECK(failed);
+  CHECK(uncertain);
+
+  blocking.abort();
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'm-1'") == 0);
+  const Receipt redelivered = inbox.accept(request("m-1"));
+  CHECK(redelivered.kind == Receipt::Kind::Accepted);
+}

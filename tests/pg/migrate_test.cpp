@@ -1,0 +1,156 @@
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+#include "boxcar/runtime/error.hpp"
+#include "boxcar/runtime/migrate.hpp"
+#include "boxcar/runtime/sql_identifier.hpp"
+#include "test_database.hpp"
+
+using namespace boxcar;
+using boxcar::testing::TestDatabase;
+
+TEST_CASE("migrate applies every embedded migration once and records its checksum") {
+  TestDatabase db;  // already migrated by the fixture
+  CHECK(latest_migration_version() >= 1);
+  CHECK(applied_migration_version(db.url(), {.schema = db.schema()}) == latest_migration_version());
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.schema_migrations") == latest_migration_version());
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.schema_migrations WHERE checksum ~ '^[0-9a-f]{64}$'") ==
+        latest_migration_version());
+  CHECK(db.scalar("SELECT count(*) FROM pg_tables WHERE schemaname = '" + db.schema() +
+                  "' AND tablename = 'inbox_receipts'") == 1);
+}
+
+TEST_CASE("migrate is idempotent") {
+  TestDatabase db;
+  const auto report = migrate(db.url(), {.schema = db.schema()});
+  CHECK(report.applied.empty());
+  CHECK(report.version == latest_migration_version());
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.schema_migrations") == latest_migration_version());
+}
+
+TEST_CASE("migrate refuses to run when an applied migration's checksum changed") {
+  TestDatabase db;
+  db.query("UPDATE {schema}.schema_migrations SET checksum = repeat('0', 64) WHERE version = 1");
+  try {
+    migrate(db.url(), {.schema = db.schema()});
+    FAIL("expected MigrationError");
+  } catch (const MigrationError& e) {
+    CHECK(e.code() == "MIGRATION_CHECKSUM_MISMATCH");
+  }
+}
+
+TEST_CASE("migrate refuses a database that recorded a version this build does not know") {
+  TestDatabase db;
+  db.query("INSERT INTO {schema}.schema_migrations (version, name, checksum) VALUES (9999, 'x', 'y')");
+  try {
+    migrate(db.url(), {.schema = db.schema()});
+    FAIL("expected MigrationError");
+  } catch (const MigrationError& e) {
+    CHECK(e.code() == "MIGRATION_UNKNOWN_VERSION");
+  }
+}
+
+TEST_CASE("concurrent migrate calls on a fresh schema serialise and apply each file once") {
+  const std::string url = boxcar::testing::database_url();
+  const std::string schema = "bx_concurrent_" + std::to_string(std::random_device{}() % 100000);
+  std::vector<std::thread> runners;
+  std::atomic<int> failures{0};
+  std::atomic<int> applied{0};
+  for (int i = 0; i < 8; ++i) {
+    runners.emplace_back([&] {
+      try {
+        applied += static_cast<int>(migrate(url, {.schema = schema}).applied.size());
+      } catch (...) {
+        ++failures;
+      }
+    });
+  }
+  for (auto& t : runners) t.join();
+  CHECK(failures == 0);
+  CHECK(applied == latest_migration_version());
+  pqxx::connection c(url);
+  pqxx::nontransaction tx(c);
+  CHECK(tx.exec1("SELECT count(*) FROM " + quote_identifier(schema) + ".schema_migrations")[0].as<int>() ==
+        latest_migration_version());
+  tx.exec("DROP SCHEMA " + quote_identifier(schema) + " CASCADE");
+}
+
+TEST_CASE("two schemas in one database migrate independently") {
+  TestDatabase a;
+  TestDatabase b;
+  a.query("INSERT INTO {schema}.inbox_receipts (scope_kind, source, consumer, message_id, event_type, "
+          "schema_version, payload, fingerprint) VALUES ('global', 's', 'c', 'm', 'e', 1, '{}', repeat('a', 64))");
+  CHECK(a.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 1);
+  CHECK(b.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 0);
+}
+
+TEST_CASE("the boxcar migrate command applies migrations and reports the version") {
+  const std::string url = boxcar::testing::database_url();
+  const std::string schema = "bx_cli_" + std::to_string(std::random_device{}() % 100000);
+  const std::string command = std::string(BOXCAR_CLI_PATH) + " migrate --database-url '" + url +
+                              "' --schema " + schema + " > /dev/null";
+  CHECK(std::system(command.c_str()) == 0);
+  CHECK(applied_migration_version(url, {.schema = schema}) == latest_migration_version());
+  CHECK(std::system(command.c_str()) == 0);  // second run: nothing to do, still success
+  const std::string bad = std::string(BOXCAR_CLI_PATH) + " migrate --database-url '" + url +
+                          "' --schema 'Bad' 2> /dev/null";
+  CHECK(WEXITSTATUS(std::system(bad.c_str())) == 2);
+  pqxx::connection c(url);
+  pqxx::nontransaction(c).exec("DROP SCHEMA " + quote_identifier(schema) + " CASCADE");
+}
+
+TEST_CASE("the inbox table rejects impossible states") {
+  TestDatabase db;
+  const std::string insert =
+      "INSERT INTO {schema}.inbox_receipts (scope_kind, scope_id, source, consumer, message_id, "
+      "event_type, schema_version, payload, fingerprint, status, claim_token, lease_expires_at) VALUES ";
+  const std::string fp = "repeat('a', 64)";
+  // A global scope with a tenant id.
+  CHECK_THROWS_AS(db.query(insert + "('global', 't', 's', 'c', 'm', 'e', 1, '{}', " + fp + ", 'PENDING', NULL, NULL)"),
+                  pqxx::check_violation);
+  // A tenant scope without one.
+  CHECK_THROWS_AS(db.query(insert + "('tenant', '', 's', 'c', 'm', 'e', 1, '{}', " + fp + ", 'PENDING', NULL, NULL)"),
+                  pqxx::check_violation);
+  // PROCESSING without a claim token.
+  CHECK_THROWS_AS(db.query(insert + "('global', '', 's', 'c', 'm', 'e', 1, '{}', " + fp + ", 'PROCESSING', NULL, NULL)"),
+                  pqxx::check_violation);
+  // A claim token on a PENDING row.
+  CHECK_THROWS_AS(db.query(insert + "('global', '', 's', 'c', 'm', 'e', 1, '{}', " + fp +
+                           ", 'PENDING', gen_random_uuid(), now())"),
+                  pqxx::check_violation);
+  // An unknown status, a schema version of 0.
+  CHECK_THROWS_AS(db.query(insert + "('global', '', 's', 'c', 'm', 'e', 1, '{}', " + fp + ", 'DONE', NULL, NULL)"),
+                  pqxx::check_violation);
+  CHECK_THROWS_AS(db.query(insert + "('global', '', 's', 'c', 'm', 'e', 0, '{}', " + fp + ", 'PENDING', NULL, NULL)"),
+                  pqxx::check_violation);
+  // COMPLETED without completed_at.
+  CHECK_THROWS_AS(db.query(insert + "('global', '', 's', 'c', 'm', 'e', 1, '{}', " + fp + ", 'COMPLETED', NULL, NULL)"),
+                  pqxx::check_violation);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 0);
+}
+
+TEST_CASE("claiming the next rows of a consumer is an index scan on the claimable index") {
+  TestDatabase db;
+  db.query(
+      "INSERT INTO {schema}.inbox_receipts (scope_kind, source, consumer, message_id, event_type, "
+      "schema_version, payload, fingerprint, status, completed_at) "
+      "SELECT 'global', 's', 'c' || (g % 20), 'm' || g, 'e', 1, '{}', repeat('a', 64), "
+      "CASE WHEN g % 50 = 0 THEN 'PENDING' ELSE 'COMPLETED' END, "
+      "CASE WHEN g % 50 = 0 THEN NULL ELSE now() END FROM generate_series(1, 20000) g");
+  db.query("ANALYZE {schema}.inbox_receipts");
+  std::string plan;
+  for (const auto& row : db.query("EXPLAIN SELECT id FROM {schema}.inbox_receipts "
+                                  "WHERE consumer = 'c0' AND status IN ('PENDING', 'RETRYABLE') "
+                                  "AND available_at <= now() ORDER BY available_at LIMIT 32 "
+                                  "FOR NO KEY UPDATE SKIP LOCKED"))
+    plan += std::string(row[0].c_str()) + "\n";
+  INFO(plan);
+  CHECK(plan.find("inbox_receipts_claimable") != std::string::npos);
+  CHECK(plan.find("Seq Scan") == std::string::npos);
+}

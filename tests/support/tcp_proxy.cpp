@@ -1,0 +1,101 @@
+// Fault-injecting loopback TCP proxy (see tcp_proxy.hpp).
+#include "tcp_proxy.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <regex>
+#include <stdexcept>
+
+namespace boxcar::testing {
+
+TcpProxy::TcpProxy(std::string target_host, int target_port)
+    : host_(std::move(target_host)), target_port_(target_port) {
+  listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  int yes = 1;
+  ::setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(listener_, 64) != 0)
+    throw std::runtime_error("tcp proxy: cannot listen on loopback");
+  socklen_t len = sizeof addr;
+  ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+TcpProxy::~TcpProxy() {
+  stopping_ = true;
+  ::shutdown(listener_, SHUT_RDWR);
+  ::close(listener_);
+  acceptor_.join();
+  std::lock_guard lock(mutex_);
+  for (auto& t : pumps_) t.join();
+}
+
+std::string TcpProxy::route(const std::string& url) const {
+  static const std::regex host_port(R"(@([^:/]+):(\d+)/)");
+  return std::regex_replace(url, host_port, "@127.0.0.1:" + std::to_string(port_) + "/");
+}
+
+void TcpProxy::accept_loop() {
+  while (!stopping_) {
+    pollfd fd{listener_, POLLIN, 0};
+    if (::poll(&fd, 1, 100) <= 0) continue;
+    const int client = ::accept(listener_, nullptr, nullptr);
+    if (client < 0) continue;
+    const int server = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(target_port_));
+    ::inet_pton(AF_INET, host_.c_str(), &addr.sin_addr);
+    if (::connect(server, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ::close(client);
+      ::close(server);
+      continue;
+    }
+    std::lock_guard lock(mutex_);
+    pumps_.emplace_back([this, client, server] { pump(client, server); });
+  }
+}
+
+void TcpProxy::pump(int client, int server) {
+  char buffer[65536];
+  bool swallowing = false;
+  while (!stopping_) {
+    pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+    if (::poll(fds, 2, 100) <= 0) continue;
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      const ssize_t n = ::read(client, buffer, sizeof buffer);
+      if (n <= 0) break;
+      Mode expected = Mode::DropRequest;
+      if (mode_.compare_exchange_strong(expected, Mode::Pass)) {
+        ++faults_;
+        break;
+      }
+      expected = Mode::DropResponse;
+      if (mode_.compare_exchange_strong(expected, Mode::Pass)) {
+        ++faults_;
+        swallowing = true;
+      }
+      if (::write(server, buffer, static_cast<size_t>(n)) != n) break;
+    }
+    if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+      const ssize_t n = ::read(server, buffer, sizeof buffer);
+      if (n <= 0) break;
+      if (swallowing) break;  // the server answered: the work is done, the client never learns
+      if (::write(client, buffer, static_cast<size_t>(n)) != n) break;
+    }
+  }
+  ::shutdown(client, SHUT_RDWR);
+  ::close(client);
+  ::close(server);
+}
+
+}  // namespace boxcar::testing

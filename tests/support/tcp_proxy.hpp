@@ -1,0 +1,51 @@
+// A loopback TCP proxy in front of PostgreSQL that can lose a connection at an exact
+// protocol moment: after the server answered a request (the write committed, the client
+// never hears) or before the request reaches the server (nothing happened). This is the
+// real fault behind an uncertain commit.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace boxcar::testing {
+
+class TcpProxy {
+ public:
+  TcpProxy(std::string target_host, int target_port);
+  ~TcpProxy();
+  TcpProxy(const TcpProxy&) = delete;
+  TcpProxy& operator=(const TcpProxy&) = delete;
+
+  int port() const { return port_; }
+  /// `url` (postgresql://user@host:port/db) rewritten to go through the proxy.
+  std::string route(const std::string& url) const;
+
+  /// The next client request is forwarded, the server's answer is swallowed and both
+  /// sides are closed.
+  void drop_next_response() { mode_ = Mode::DropResponse; }
+  /// The next client request is not forwarded; both sides are closed.
+  void drop_next_request() { mode_ = Mode::DropRequest; }
+  /// How many connections a fault was injected into.
+  int faults() const { return faults_; }
+
+ private:
+  enum class Mode { Pass, DropResponse, DropRequest };
+  void accept_loop();
+  void pump(int client, int server);
+
+  std::string host_;
+  int target_port_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<Mode> mode_{Mode::Pass};
+  std::atomic<int> faults_{0};
+  std::atomic<bool> stopping_{false};
+  std::thread acceptor_;
+  std::mutex mutex_;
+  std::vector<std::thread> pumps_;
+};
+
+}  // namespace boxcar::testing
