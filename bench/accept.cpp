@@ -1,0 +1,330 @@
+// bench_accept: throughput of Inbox::accept() and Inbox::accept_many() beside the
+// strongest plain-libpqxx equivalent, measured in the same run on the same PostgreSQL.
+//
+//   scripts/bench accept [--seconds S] [--rounds N]
+//
+// Cases (each side with the same thread count and one connection per thread):
+//   accept_t1/t4/t16  accept() vs a prepared autocommit INSERT ... ON CONFLICT DO NOTHING
+//                     RETURNING id, status (pqxx::nontransaction) of pre-serialised
+//                     payload/metadata text and a precomputed fingerprint;
+//   accept_many_100   accept_many() of 100 vs one transaction per 100 rows holding one
+//                     prepared 100-row INSERT ... VALUES ... ON CONFLICT DO NOTHING.
+// The baseline writes into `LIKE ... INCLUDING ALL` of Boxcar's own table, so indexes
+// and constraints match. Rounds interleave baseline and boxcar; both tables are
+// truncated and the cluster checkpointed before every measurement; every measurement
+// uses fresh message ids. The last lines are `ratio CASE VALUE TARGET`.
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <pqxx/pqxx>
+
+#include "boxcar/inbox/inbox.hpp"
+#include "boxcar/runtime/canonical_json.hpp"
+#include "boxcar/runtime/migrate.hpp"
+#include "harness.hpp"
+
+namespace {
+
+using boxcar::bench::Admin;
+using boxcar::bench::CaseResult;
+using boxcar::bench::Measurement;
+using boxcar::bench::Options;
+using boxcar::bench::Step;
+
+constexpr const char* kBoxcarSchema = "bench_accept_boxcar";
+constexpr const char* kRawSchema = "bench_accept_raw";
+constexpr int kBatch = 100;
+constexpr int kBatchThreads = 4;
+constexpr int kColumns = 10;
+constexpr double kWarmupSeconds = 0.5;
+constexpr double kTargetAccept = 0.85;
+constexpr double kTargetAcceptMany = 0.80;
+
+// The message every measurement records, differing only in its id.
+struct Message {
+  std::string scope_id = "tenant-7";
+  std::string source = "orders-service";
+  std::string consumer = "orders.projection.v1";
+  std::string event_type = "order.created";
+  int schema_version = 1;
+  nlohmann::json payload =
+      nlohmann::json::parse(R"({"orderId":"o-123","total":12.5,"items":[{"sku":"a","qty":1}]})");
+  std::string traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  // What the baseline passes ready-made, computed once: exactly the bytes Boxcar stores.
+  std::string payload_text = boxcar::canonicalize(payload);
+  std::string metadata_text = boxcar::canonicalize({{"traceparent", traceparent}});
+  std::string fingerprint = boxcar::content_fingerprint(event_type, schema_version, payload_text);
+
+  boxcar::AcceptRequest request() const {
+    return {.scope = boxcar::Scope::tenant(scope_id),
+            .source = source,
+            .consumer = consumer,
+            .message_id = {},
+            .event_type = event_type,
+            .schema_version = schema_version,
+            .payload = payload,
+            .metadata = {.traceparent = traceparent}};
+  }
+};
+
+// UUID-shaped message ids (36 bytes, like most transports'), unique per run,
+// measurement, thread and call, so no measurement ever meets an id it has seen.
+class MessageIds {
+ public:
+  MessageIds(std::uint32_t run, std::uint32_t measurement, int thread)
+      : run_(run), measurement_(measurement), thread_(static_cast<unsigned>(thread)) {}
+
+  std::string next() {
+    char buffer[48];
+    std::snprintf(buffer, sizeof buffer, "%08x-%04x-4%03x-8000-%012llx", run_,
+                  measurement_ & 0xffffU, thread_ & 0xfffU,
+                  static_cast<unsigned long long>(counter_++));
+    return buffer;
+  }
+
+ private:
+  std::uint32_t run_, measurement_;
+  unsigned thread_;
+  std::uint64_t counter_ = 0;
+};
+
+std::string qualified_table(const char* schema) {
+  return std::string(schema) + ".inbox_receipts";
+}
+
+// The same statement shape as Boxcar's single insert, with `rows` rows of parameters.
+std::string raw_insert_sql(int rows) {
+  std::string sql = "INSERT INTO " + qualified_table(kRawSchema) +
+                    " (scope_kind, scope_id, source, consumer, message_id, event_type, "
+                    "schema_version, payload, metadata, fingerprint) VALUES ";
+  for (int r = 0; r < rows; ++r) {
+    const int b = r * kColumns;
+    if (r) sql += ',';
+    sql += '(';
+    for (int c = 1; c <= kColumns; ++c) {
+      if (c > 1) sql += ',';
+      sql += '$' + std::to_string(b + c);
+      if (c == 8 || c == 9) sql += "::jsonb";
+    }
+    sql += ')';
+  }
+  sql += " ON CONFLICT (consumer, source, scope_kind, scope_id, message_id) DO NOTHING"
+         " RETURNING id, status";
+  return sql;
+}
+
+class Bench {
+ public:
+  explicit Bench(Options options)
+      : options_(std::move(options)), admin_(options_.database_url), run_(std::random_device{}()) {}
+
+  void set_up() {
+    drop_schemas();
+    boxcar::migrate(options_.database_url, {.schema = kBoxcarSchema});
+    admin_.exec(std::string("CREATE SCHEMA ") + kRawSchema);
+    admin_.exec("CREATE TABLE " + qualified_table(kRawSchema) + " (LIKE " +
+                qualified_table(kBoxcarSchema) + " INCLUDING ALL)");
+    // Autovacuum would wake at random moments inside one side's measurement; the tables
+    // are truncated before every measurement instead.
+    for (const char* schema : {kBoxcarSchema, kRawSchema})
+      admin_.exec("ALTER TABLE " + qualified_table(schema) + " SET (autovacuum_enabled = off)");
+  }
+
+  void tear_down() { drop_schemas(); }
+
+  // Before every measurement: both tables empty, no dirty buffers.
+  void reset() {
+    admin_.exec("TRUNCATE " + qualified_table(kRawSchema) + ", " + qualified_table(kBoxcarSchema) +
+                " RESTART IDENTITY");
+    admin_.checkpoint();
+  }
+
+  CaseResult accept_case(int threads) {
+    std::vector<std::unique_ptr<pqxx::connection>> raw;
+    for (int t = 0; t < threads; ++t) {
+      raw.push_back(std::make_unique<pqxx::connection>(options_.database_url));
+      raw.back()->prepare("raw_insert", raw_insert_sql(1));
+    }
+    auto pool = boxcar::ConnectionPool::create(
+        {.url = options_.database_url, .size = static_cast<std::size_t>(threads)});
+    boxcar::Inbox inbox(pool, {.schema = kBoxcarSchema, .consumers = {message_.consumer}});
+
+    const auto baseline = [&](double seconds) {
+      const std::uint32_t m = measurement_++;
+      return boxcar::bench::run_timed(threads, seconds, [&, m](int t) -> Step {
+        return [&c = *raw[static_cast<std::size_t>(t)], &msg = message_,
+                ids = MessageIds(run_, m, t)]() mutable -> std::uint64_t {
+          const std::string id = ids.next();
+          pqxx::nontransaction tx(c);
+          const pqxx::result r =
+              tx.exec_prepared("raw_insert", "tenant", msg.scope_id, msg.source, msg.consumer, id,
+                               msg.event_type, msg.schema_version, msg.payload_text,
+                               msg.metadata_text, msg.fingerprint);
+          if (r.size() != 1 || r[0][0].as<std::int64_t>() <= 0 ||
+              std::string_view(r[0][1].c_str()) != "PENDING")
+            throw std::runtime_error("baseline insert did not insert " + id);
+          return 1;
+        };
+      });
+    };
+    const auto boxcar_side = [&](double seconds) {
+      const std::uint32_t m = measurement_++;
+      return boxcar::bench::run_timed(threads, seconds, [&, m](int t) -> Step {
+        return [&inbox, request = message_.request(),
+                ids = MessageIds(run_, m, t)]() mutable -> std::uint64_t {
+          request.message_id = ids.next();
+          const boxcar::Receipt receipt = inbox.accept(request);
+          if (receipt.kind != boxcar::Receipt::Kind::Accepted || receipt.id <= 0)
+            throw std::runtime_error("accept() did not accept " + request.message_id);
+          return 1;
+        };
+      });
+    };
+
+    const std::string name = "accept_t" + std::to_string(threads);
+    warm_up(name, [&] { return baseline(kWarmupSeconds); }, [&] { return boxcar_side(kWarmupSeconds); });
+    if (pool->open_connections() != static_cast<std::size_t>(threads))
+      std::cout << "  note: the pool opened " << pool->open_connections() << " of " << threads
+                << " connections during warm-up" << std::endl;
+    return boxcar::bench::compare(
+        name, std::to_string(threads) + (threads == 1 ? " thread, msg/s" : " threads, msg/s"),
+        options_.rounds, [&] { reset(); }, [&] { return baseline(options_.seconds); },
+        [&] { return boxcar_side(options_.seconds); }, std::cout);
+  }
+
+  CaseResult accept_many_case() {
+    const int threads = kBatchThreads;
+    std::vector<std::unique_ptr<pqxx::connection>> raw;
+    for (int t = 0; t < threads; ++t) {
+      raw.push_back(std::make_unique<pqxx::connection>(options_.database_url));
+      raw.back()->prepare("raw_insert_batch", raw_insert_sql(kBatch));
+    }
+    auto pool = boxcar::ConnectionPool::create(
+        {.url = options_.database_url, .size = static_cast<std::size_t>(threads)});
+    boxcar::Inbox inbox(pool, {.schema = kBoxcarSchema, .consumers = {message_.consumer}});
+
+    // One row's parameters, repeated; the message id is column 5.
+    std::vector<std::string> row{"tenant",
+                                 message_.scope_id,
+                                 message_.source,
+                                 message_.consumer,
+                                 {},
+                                 message_.event_type,
+                                 std::to_string(message_.schema_version),
+                                 message_.payload_text,
+                                 message_.metadata_text,
+                                 message_.fingerprint};
+    std::vector<std::string> batch_params;
+    for (int r = 0; r < kBatch; ++r) batch_params.insert(batch_params.end(), row.begin(), row.end());
+
+    const auto baseline = [&](double seconds) {
+      const std::uint32_t m = measurement_++;
+      return boxcar::bench::run_timed(threads, seconds, [&, m](int t) -> Step {
+        return [&c = *raw[static_cast<std::size_t>(t)], params = batch_params,
+                ids = MessageIds(run_, m, t)]() mutable -> std::uint64_t {
+          for (int r = 0; r < kBatch; ++r) params[static_cast<std::size_t>(r * kColumns + 4)] = ids.next();
+          pqxx::work tx(c);
+          const pqxx::result result =
+              tx.exec_prepared("raw_insert_batch", pqxx::prepare::make_dynamic_params(params));
+          if (result.size() != kBatch) throw std::runtime_error("baseline batch did not insert all rows");
+          for (const auto& inserted : result)
+            if (inserted[0].as<std::int64_t>() <= 0) throw std::runtime_error("bad id");
+          tx.commit();
+          return kBatch;
+        };
+      });
+    };
+    const auto boxcar_side = [&](double seconds) {
+      const std::uint32_t m = measurement_++;
+      return boxcar::bench::run_timed(threads, seconds, [&, m](int t) -> Step {
+        return [&inbox, requests = std::vector<boxcar::AcceptRequest>(kBatch, message_.request()),
+                ids = MessageIds(run_, m, t)]() mutable -> std::uint64_t {
+          for (auto& request : requests) request.message_id = ids.next();
+          const auto results = inbox.accept_many(requests);
+          for (const auto& result : results)
+            if (!result.ok() || result.receipt().kind != boxcar::Receipt::Kind::Accepted)
+              throw std::runtime_error("accept_many() did not accept every message");
+          return kBatch;
+        };
+      });
+    };
+
+    const std::string name = "accept_many_" + std::to_string(kBatch);
+    warm_up(name, [&] { return baseline(kWarmupSeconds); }, [&] { return boxcar_side(kWarmupSeconds); });
+    return boxcar::bench::compare(name, std::to_string(threads) + " threads, rows/s",
+                                  options_.rounds, [&] { reset(); },
+                                  [&] { return baseline(options_.seconds); },
+                                  [&] { return boxcar_side(options_.seconds); }, std::cout);
+  }
+
+ private:
+  // Opens connections, prepares statements and fills caches on both sides, untimed.
+  void warm_up(const std::string& name, const std::function<Measurement()>& baseline,
+               const std::function<Measurement()>& boxcar_side) {
+    std::cout << name << ": warming up" << std::endl;
+    reset();
+    baseline();
+    boxcar_side();
+  }
+
+  void drop_schemas() {
+    for (const char* schema : {kRawSchema, kBoxcarSchema})
+      admin_.exec(std::string("DROP SCHEMA IF EXISTS ") + schema + " CASCADE");
+  }
+
+  Options options_;
+  Admin admin_;
+  Message message_{};
+  std::uint32_t run_;
+  std::uint32_t measurement_ = 0;
+};
+
+void run(const Options& options) {
+  std::cout << "bench_accept: Inbox::accept()/accept_many() vs plain libpqxx on the same database\n"
+            << "  " << options.rounds << " interleaved rounds (baseline, boxcar) of "
+            << options.seconds << " s per case, medians reported; "
+            << std::thread::hardware_concurrency() << " hardware threads; accept_many_" << kBatch
+            << " runs " << kBatchThreads << " threads on both sides" << std::endl;
+  Bench bench(options);
+  bench.set_up();
+  std::vector<CaseResult> results;
+  for (int threads : {1, 4, 16}) results.push_back(bench.accept_case(threads));
+  results.push_back(bench.accept_many_case());
+  bench.tear_down();
+
+  std::cout << "\n";
+  boxcar::bench::print_table(std::cout, results);
+  std::cout << "\n";
+  for (const auto& r : results) {
+    if (r.name == "accept_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetAccept);
+    if (r.name == "accept_many_100") boxcar::bench::print_ratio_line(std::cout, r, kTargetAcceptMany);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  try {
+    options = boxcar::bench::parse_options(argc, argv);
+  } catch (const boxcar::bench::UsageError& e) {
+    const bool help = std::string_view(e.what()).empty();
+    (help ? std::cout : std::cerr) << (help ? "" : std::string(e.what()) + "\n")
+                                   << boxcar::bench::usage(argv[0]) << "\n";
+    return help ? 0 : 2;
+  }
+  try {
+    run(options);
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_accept: error: " << e.what() << std::endl;
+    return 1;
+  }
+}

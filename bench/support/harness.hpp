@@ -1,0 +1,100 @@
+// Shared machinery of the benchmarks that scripts/bench NAME runs: the command line,
+// time-boxed multi-threaded measurements, baseline/boxcar rounds interleaved for noise
+// control, the result table and the final `ratio CASE VALUE TARGET` lines.
+//
+// Benchmarks compare Boxcar with a plain-libpqxx baseline measured in the same run on
+// the same database, because the machines they run on are shared and noisy: only the
+// ratio means something. Timings never fail a run; errors do.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <pqxx/connection>
+
+namespace boxcar::bench {
+
+/// A bad command line: main() prints it with the usage text and exits with 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Options {
+  std::string database_url{};
+  /// Length of one timed measurement.
+  double seconds = 2.0;
+  /// Interleaved baseline/boxcar rounds per case; each side reports its median.
+  int rounds = 5;
+};
+
+/// Parses `--database-url URL [--seconds S] [--rounds N]`.
+/// @throws UsageError
+Options parse_options(int argc, char** argv);
+std::string usage(const std::string& program);
+
+/// Work done in one timed measurement.
+struct Measurement {
+  std::uint64_t units = 0;  // messages, rows, ...
+  double seconds = 0;
+  double rate() const { return seconds > 0 ? static_cast<double>(units) / seconds : 0; }
+};
+
+/// One thread's operation: performs it once and returns the units it completed.
+using Step = std::function<std::uint64_t()>;
+
+/// Runs `threads` threads. Thread i first calls make_step(i) (untimed: open
+/// connections, build requests), then all start together and call their step until
+/// `seconds` have passed; each finishes the step in flight and the clock stops when the
+/// last one has. The first exception thrown by any thread stops all and is rethrown.
+Measurement run_timed(int threads, double seconds, const std::function<Step(int)>& make_step);
+
+double median(std::vector<double> values);
+
+/// The outcome of one case: per-round rates of each side.
+struct CaseResult {
+  std::string name;    // e.g. accept_t16
+  std::string detail;  // e.g. "16 threads, msg/s"
+  std::vector<double> baseline{};
+  std::vector<double> boxcar{};
+
+  double baseline_median() const { return median(baseline); }
+  double boxcar_median() const { return median(boxcar); }
+  /// boxcar / baseline, the figure a target is compared against.
+  double ratio() const;
+};
+
+/// Runs `rounds` rounds of (prepare, baseline, prepare, boxcar) and prints one line per
+/// round to `log`. `prepare` runs before every measurement (reset tables, checkpoint).
+CaseResult compare(const std::string& name, const std::string& detail, int rounds,
+                   const std::function<void()>& prepare,
+                   const std::function<Measurement()>& baseline,
+                   const std::function<Measurement()>& boxcar, std::ostream& log);
+
+/// case | detail | baseline/s | boxcar/s | ratio, medians of the rounds.
+void print_table(std::ostream& out, const std::vector<CaseResult>& results);
+
+/// `ratio CASE VALUE TARGET`, VALUE and TARGET with two decimals. Informational: a
+/// value below its target is reported, never turned into a failure.
+void print_ratio_line(std::ostream& out, const CaseResult& result, double target);
+
+/// An autocommit connection for setup between measurements (DDL, TRUNCATE, CHECKPOINT).
+class Admin {
+ public:
+  explicit Admin(const std::string& url);
+  void exec(const std::string& sql);
+  /// CHECKPOINT, so that every measurement starts without dirty buffers and pays the
+  /// same full-page writes; skipped (once warned) when the role may not checkpoint.
+  void checkpoint();
+
+ private:
+  std::unique_ptr<pqxx::connection> connection_;
+  bool can_checkpoint_ = true;
+};
+
+}  // namespace boxcar::bench

@@ -1,0 +1,74 @@
+// What an application implements to process inbox receipts: an InboxHandler registered
+// for one consumer, and the HandlerContext it receives.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "boxcar/inbox/accept_request.hpp"
+#include "boxcar/inbox/scope.hpp"
+#include "boxcar/runtime/cancellation.hpp"
+#include "boxcar/runtime/error.hpp"
+#include "boxcar/runtime/tx.hpp"
+
+namespace boxcar {
+
+/// Everything a handler knows about the message it processes.
+struct HandlerContext {
+  /// The transaction the worker commits together with the receipt's completion. Every
+  /// database write of the handler goes through it; do not commit it. Writes made
+  /// elsewhere (another connection, an HTTP call) are not part of the atomic outcome
+  /// and cannot be undone when the attempt fails.
+  Tx& tx;
+  const Scope& scope;
+  const std::string& source;
+  const std::string& consumer;
+  const std::string& message_id;
+  const std::string& event_type;
+  int schema_version;
+  /// 1 for the first attempt; counts every claim, including ones lost to crashes.
+  int attempt;
+  const Metadata& metadata;
+  /// After this instant the attempt is cut off: its transaction rolls back.
+  std::chrono::steady_clock::time_point deadline;
+  /// Fires at the deadline and on shutdown. Check cancelled() in long loops or register
+  /// a callback to abort blocking work.
+  const CancellationSignal& signal;
+};
+
+/// A handler that processes one consumer's receipts. Must be thread-safe: several handler
+/// threads call handle() concurrently. A message may be handled more than once (crash,
+/// timeout, retry); only one attempt's transaction ever commits.
+class InboxHandler {
+ public:
+  virtual ~InboxHandler() = default;
+  /// Applies the message. Return normally to complete it; throw InboxPermanentError
+  /// to make it DEAD at once; throw anything else to retry it with backoff.
+  virtual void handle(const nlohmann::json& payload, HandlerContext& context) = 0;
+};
+
+/// An (event type, schema version) pair a handler understands.
+struct EventVersion {
+  std::string event_type{};
+  int schema_version = 1;
+  friend bool operator==(const EventVersion&, const EventVersion&) = default;
+};
+
+struct HandlerRegistration {
+  std::string consumer{};
+  std::vector<EventVersion> supports{};
+  std::shared_ptr<InboxHandler> handler{};
+};
+
+/// Thrown by a handler for a message that can never succeed (bad business data): the
+/// receipt becomes DEAD at once, without further attempts. Code: HANDLER_PERMANENT.
+class InboxPermanentError final : public Error {
+ public:
+  explicit InboxPermanentError(const std::string& message) : Error("HANDLER_PERMANENT", message) {}
+};
+
+}  // namespace boxcar

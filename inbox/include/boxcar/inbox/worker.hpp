@@ -1,0 +1,121 @@
+// boxcar::Worker — turns accepted receipts into exactly one committed outcome each.
+//
+// A dispatcher thread claims due receipts of the owned consumers in batches
+// (FOR NO KEY UPDATE SKIP LOCKED, a fresh claim token and a lease each, committed
+// before any handler runs) and recovers expired leases; handler threads process them,
+// each message (or each batch of `batch_size`) in one transaction that locks the
+// receipt under its claim token, runs the handler on context.tx, and completes the
+// receipt guarded by that token. Several workers, in any number of processes, may run
+// against one database. Processing order is not guaranteed.
+//
+// Thread-safety: start(), stop() and stats() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "boxcar/inbox/handler.hpp"
+#include "boxcar/runtime/connection_pool.hpp"
+
+namespace boxcar {
+
+struct BackoffOptions {
+  /// Upper bound of the first retry's delay; doubles per attempt ("full jitter": the
+  /// actual delay is uniform in [0, min(cap, base * 2^(attempt-1))]).
+  std::chrono::milliseconds base{1000};
+  std::chrono::milliseconds cap{std::chrono::minutes(5)};
+};
+
+/// What a failed batch does when batch_size > 1 (see docs/worker.md).
+enum class BatchFailureMode {
+  /// Each handler runs inside a savepoint; a failure rolls back to it and records that
+  /// message's retry/DEAD in the same transaction.
+  Savepoint,
+  /// The batch runs without savepoints; when a handler fails the whole transaction
+  /// rolls back and the batch is re-run one message per transaction.
+  Rerun,
+};
+
+struct WorkerOptions {
+  /// Schema holding inbox_receipts.
+  std::string schema = "boxcar";
+  /// The consumers this module declares (the same list the Inbox accepts).
+  std::vector<std::string> consumers{};
+  /// worker.enabled: false makes start() a no-op (an ingress-only process).
+  bool enabled = true;
+  /// worker.consumers: the consumers this worker claims. Empty: every consumer that has
+  /// a handler.
+  std::vector<std::string> owned_consumers{};
+  /// Handler threads.
+  std::size_t concurrency = 4;
+  /// Messages handled in one transaction (1: one transaction per message).
+  std::size_t batch_size = 1;
+  BatchFailureMode batch_failure_mode = BatchFailureMode::Savepoint;
+  /// Most receipts claimed by one claim statement.
+  std::size_t claim_limit = 32;
+  /// How long a claim is owned. Must exceed handler_timeout plus commit time.
+  std::chrono::milliseconds lease{std::chrono::seconds(60)};
+  /// Deadline of one handler transaction (one batch when batch_size > 1).
+  std::chrono::milliseconds handler_timeout{std::chrono::seconds(30)};
+  /// Attempts before a failing receipt becomes DEAD.
+  int max_attempts = 10;
+  BackoffOptions backoff{};
+  /// Fallback polling when no NOTIFY arrives (and lease recovery cadence).
+  std::chrono::milliseconds poll_interval{std::chrono::seconds(1)};
+  /// How long stop() lets in-flight handlers finish before cancelling them.
+  std::chrono::milliseconds shutdown_grace{std::chrono::seconds(10)};
+  /// Longest error text stored on a receipt; longer messages end in "…[truncated N bytes]"
+  /// so the cut is visible.
+  std::size_t max_error_bytes = 2000;
+};
+
+/// Outcome counters since start; monotonically increasing.
+struct WorkerStats {
+  std::uint64_t claimed = 0;
+  std::uint64_t completed = 0;
+  std::uint64_t retried = 0;
+  std::uint64_t dead = 0;
+  std::uint64_t stale = 0;
+  std::uint64_t unsupported = 0;
+  std::uint64_t lease_expired = 0;
+  std::uint64_t handed_back = 0;
+  std::uint64_t handler_calls = 0;
+};
+
+class Worker {
+ public:
+  /// Validates the configuration.
+  /// @throws ConfigError naming the key: "worker.consumers" for an owned consumer with no
+  ///   handler or not declared, "handlers" for two handlers of one consumer or a handler
+  ///   of an undeclared consumer, "worker.lease" when the lease does not exceed the
+  ///   handler timeout by at least a second, and for zero/negative sizes.
+  Worker(std::shared_ptr<ConnectionPool> pool, WorkerOptions options,
+         std::vector<HandlerRegistration> handlers);
+  ~Worker();  // stop()
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  /// Starts the dispatcher and handler threads (no-op when disabled or running).
+  void start();
+  /// Graceful stop: stop claiming, hand back claimed-but-unstarted receipts at once
+  /// (without spending their attempt), signal in-flight handlers, wait up to
+  /// shutdown_grace, then cancel their queries and wait for them to end. Idempotent.
+  void stop();
+  /// Processes due receipts on the calling thread until none is due (tests, scripts).
+  /// Returns how many receipts it claimed. Must not run while start()ed.
+  std::size_t drain();
+
+  /// The consumers this worker claims (empty when disabled).
+  const std::vector<std::string>& owned_consumers() const noexcept;
+  WorkerStats stats() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace boxcar

@@ -1,0 +1,34 @@
+// A receipt this worker holds a claim on, as read back by a claim statement.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "boxcar/inbox/accept_request.hpp"
+#include "boxcar/inbox/scope.hpp"
+
+namespace boxcar::detail {
+
+struct ClaimedReceipt {
+  std::int64_t id = 0;
+  std::string claim_token;
+  int attempt = 0;
+  Scope scope;
+  std::string source;
+  std::string consumer;
+  std::string message_id;
+  std::string event_type;
+  int schema_version = 0;
+  nlohmann::json payload;
+  Metadata metadata;
+  /// DEAD when lease recovery exhausted it instead of re-claiming it.
+  std::string status;
+
+  /// Reads a row of a claim statement (see worker_queries.hpp).
+  static ClaimedReceipt from_row(const pqxx::row& row);
+};
+
+}  // namespace boxcar::detail

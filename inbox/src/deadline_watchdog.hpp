@@ -1,0 +1,55 @@
+// A per-thread timer that fires an action at a deadline unless disarmed first: at a
+// handler's deadline it fires the cancellation signal and cancels the running query, so
+// a handler that ignores its signal still cannot keep working past the deadline.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace boxcar::detail {
+
+class DeadlineWatchdog {
+ public:
+  DeadlineWatchdog();
+  ~DeadlineWatchdog();
+  DeadlineWatchdog(const DeadlineWatchdog&) = delete;
+  DeadlineWatchdog& operator=(const DeadlineWatchdog&) = delete;
+
+  /// Runs `action` on the watchdog thread at `deadline` unless disarm() comes first.
+  void arm(std::chrono::steady_clock::time_point deadline, std::function<void()> action);
+  /// Cancels the pending action; when it is already running, waits for it to finish.
+  void disarm();
+
+  /// arm() now, disarm() at scope exit.
+  class Armed {
+   public:
+    Armed(DeadlineWatchdog& watchdog, std::chrono::steady_clock::time_point deadline,
+          std::function<void()> action)
+        : watchdog_(watchdog) {
+      watchdog_.arm(deadline, std::move(action));
+    }
+    ~Armed() { watchdog_.disarm(); }
+    Armed(const Armed&) = delete;
+    Armed& operator=(const Armed&) = delete;
+
+   private:
+    DeadlineWatchdog& watchdog_;
+  };
+
+ private:
+  void run();
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::function<void()> action_;
+  std::chrono::steady_clock::time_point deadline_;
+  bool armed_ = false;
+  bool firing_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace boxcar::detail

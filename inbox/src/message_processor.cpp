@@ -1,0 +1,366 @@
+// The handler transaction: lock under the claim token, handle, complete, commit — or
+// roll back and record a retry or DEAD, guarded by the same token.
+#include "message_processor.hpp"
+
+#include <cxxabi.h>
+
+#include <pqxx/pqxx>
+#include <spdlog/spdlog.h>
+
+#include "backoff.hpp"
+#include "boxcar/runtime/canonical_json.hpp"
+#include "boxcar/runtime/logging.hpp"
+
+namespace boxcar::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Thrown into the failure path when a handler returned after its deadline: whatever it
+// wrote must not commit.
+struct HandlerTimeout : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string demangled_type(const std::type_info& type) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status),
+                                              std::free);
+  return status == 0 && name ? name.get() : type.name();
+}
+
+long long remaining_ms(Clock::time_point deadline) {
+  return std::max<long long>(
+      1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+}
+
+}  // namespace
+
+WorkerStats AtomicWorkerStats::snapshot() const {
+  return {claimed.load(), completed.load(), retried.load(), dead.load(), stale.load(),
+          unsupported.load(), lease_expired.load(), handed_back.load(), handler_calls.load()};
+}
+
+std::size_t InFlightRegistry::add(Entry entry) {
+  std::lock_guard lock(mutex_);
+  if (cancelled_) entry.source->cancel();
+  entries_.emplace(next_, entry);
+  return next_++;
+}
+
+void InFlightRegistry::remove(std::size_t key) {
+  std::lock_guard lock(mutex_);
+  entries_.erase(key);
+}
+
+void InFlightRegistry::cancel_signals() {
+  std::lock_guard lock(mutex_);
+  cancelled_ = true;
+  for (auto& [key, entry] : entries_) entry.source->cancel();
+}
+
+void InFlightRegistry::cancel_queries() {
+  std::lock_guard lock(mutex_);
+  for (auto& [key, entry] : entries_) {
+    try {
+      entry.connection->cancel_query();
+    } catch (...) {
+      // The query may have ended meanwhile.
+    }
+  }
+}
+
+std::size_t InFlightRegistry::size() const {
+  std::lock_guard lock(mutex_);
+  return entries_.size();
+}
+
+bool HandlerEntry::supports_pair(const std::string& event_type, int schema_version) const {
+  for (const auto& pair : supports)
+    if (pair.event_type == event_type && pair.schema_version == schema_version) return true;
+  return false;
+}
+
+std::string bounded_error_text(const std::string& text, std::size_t max_bytes) {
+  std::string clean;
+  clean.reserve(std::min(text.size(), max_bytes + 32));
+  std::size_t i = 0;
+  while (i < text.size() && clean.size() < max_bytes) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > text.size() || !is_valid_utf8(std::string_view(text).substr(i, len)) ||
+        c == 0) {
+      clean += '?';
+      ++i;
+      continue;
+    }
+    if (clean.size() + len > max_bytes) break;
+    clean.append(text, i, len);
+    i += len;
+  }
+  if (i < text.size()) clean += "…[truncated " + std::to_string(text.size() - i) + " bytes]";
+  return clean;
+}
+
+MessageProcessor::MessageProcessor(std::shared_ptr<ConnectionPool> pool, ReceiptStore& store,
+                                   std::map<std::string, HandlerEntry> handlers, const WorkerOptions& options,
+                                   AtomicWorkerStats& stats, InFlightRegistry& in_flight)
+    : pool_(std::move(pool)),
+      store_(store),
+      handlers_(std::move(handlers)),
+      options_(options),
+      stats_(stats),
+      in_flight_(in_flight),
+      log_(logger("worker")) {}
+
+void MessageProcessor::process(std::vector<ClaimedReceipt>& batch, DeadlineWatchdog& watchdog) {
+  std::vector<const ClaimedReceipt*> runnable;
+  for (const auto& receipt : batch)
+    if (needs_handler(receipt)) runnable.push_back(&receipt);
+  if (runnable.size() == 1 || (options_.batch_size <= 1 && !runnable.empty())) {
+    for (const auto* receipt : runnable) process_one(*receipt, watchdog);
+  } else if (!runnable.empty()) {
+    process_batch(runnable, watchdog);
+  }
+}
+
+bool MessageProcessor::needs_handler(const ClaimedReceipt& receipt) {
+  if (receipt.status == "DEAD") {
+    ++stats_.lease_expired;
+    ++stats_.dead;
+    log_->warn("receipt {} of consumer {} (message {}) is DEAD: attempt {} ended in lease expiry",
+               receipt.id, receipt.consumer, receipt.message_id, receipt.attempt);
+    return false;
+  }
+  const auto it = handlers_.find(receipt.consumer);
+  if (it != handlers_.end() && it->second.supports_pair(receipt.event_type, receipt.schema_version))
+    return true;
+  FailureRecord failure{.permanent = true,
+                        .dead_reason = "UNSUPPORTED_EVENT",
+                        .error_type = "UnsupportedEvent",
+                        .message = "the handler of consumer '" + receipt.consumer + "' does not support " +
+                                   receipt.event_type + " v" + std::to_string(receipt.schema_version)};
+  try {
+    if (store_.fail(nullptr, receipt, failure, options_.max_attempts)) {
+      ++stats_.unsupported;
+      ++stats_.dead;
+      log_->warn("receipt {} (message {}) is DEAD: {}", receipt.id, receipt.message_id, failure.message);
+    } else {
+      ++stats_.stale;
+    }
+  } catch (const std::exception& e) {
+    // Left PROCESSING: lease recovery brings it back and this runs again.
+    log_->error("could not mark receipt {} unsupported: {}", receipt.id, e.what());
+  }
+  return false;
+}
+
+void MessageProcessor::set_deadline(Tx& tx, Clock::time_point deadline) {
+  // PostgreSQL 15 has no transaction_timeout: bound each statement, and the idle gaps a
+  // handler leaves while it works outside the database (the session ends, its locks go).
+  const long long ms = remaining_ms(deadline);
+  tx.exec("SELECT set_config('statement_timeout', $1, true), "
+          "set_config('idle_in_transaction_session_timeout', $2, true)",
+          std::to_string(ms), std::to_string(ms + 500));
+}
+
+void MessageProcessor::invoke(const ClaimedReceipt& receipt, Tx& tx, Clock::time_point deadline,
+                              const CancellationSignal& signal) {
+  HandlerContext context{.tx = tx,
+                         .scope = receipt.scope,
+                         .source = receipt.source,
+                         .consumer = receipt.consumer,
+                         .message_id = receipt.message_id,
+                         .event_type = receipt.event_type,
+                         .schema_version = receipt.schema_version,
+                         .attempt = receipt.attempt,
+                         .metadata = receipt.metadata,
+                         .deadline = deadline,
+                         .signal = signal};
+  ++stats_.handler_calls;
+  handlers_.at(receipt.consumer).handler->handle(receipt.payload, context);
+}
+
+FailureRecord MessageProcessor::describe_current_exception(const ClaimedReceipt& receipt,
+                                                           Clock::time_point deadline) const {
+  FailureRecord failure;
+  failure.retry_delay = backoff_delay(options_.backoff, receipt.attempt);
+  const bool late = Clock::now() >= deadline;
+  try {
+    throw;
+  } catch (const InboxPermanentError& e) {
+    failure.permanent = true;
+    failure.dead_reason = "HANDLER_PERMANENT";
+    failure.error_type = "InboxPermanentError";
+    failure.message = e.what();
+  } catch (const std::exception& e) {
+    failure.error_type = late ? "HandlerTimeout" : demangled_type(typeid(e));
+    failure.message = late ? "cut off at its deadline of " + std::to_string(options_.handler_timeout.count()) +
+                                 " ms (" + demangled_type(typeid(e)) + ": " + e.what() + ")"
+                           : e.what();
+  } catch (...) {
+    failure.error_type = late ? "HandlerTimeout" : "unknown";
+    failure.message = "a non-standard exception was thrown";
+  }
+  failure.message = bounded_error_text(failure.message, options_.max_error_bytes);
+  failure.error_type = bounded_error_text(failure.error_type, 200);
+  return failure;
+}
+
+void MessageProcessor::record_failure(const ClaimedReceipt& receipt, FailureRecord failure, Tx* tx) {
+  try {
+    const auto status = store_.fail(tx, receipt, failure, options_.max_attempts);
+    if (!status) {
+      ++stats_.stale;
+      log_->info("receipt {} (message {}) attempt {} failed after its claim went stale", receipt.id,
+                 receipt.message_id, receipt.attempt);
+    } else if (*status == "DEAD") {
+      ++stats_.dead;
+      log_->warn("receipt {} of consumer {} (message {}) is DEAD after attempt {}: {}: {}", receipt.id,
+                 receipt.consumer, receipt.message_id, receipt.attempt, failure.error_type, failure.message);
+    } else {
+      ++stats_.retried;
+      log_->info("receipt {} (message {}) attempt {} failed, retry in {} ms: {}: {}", receipt.id,
+                 receipt.message_id, receipt.attempt, failure.retry_delay.count(), failure.error_type,
+                 failure.message);
+    }
+  } catch (const std::exception& e) {
+    if (tx) throw;  // the batch transaction is broken: the caller handles the whole batch
+    // Left PROCESSING: lease recovery retries it, counting this attempt.
+    log_->error("could not record the failure of receipt {}: {}", receipt.id, e.what());
+  }
+}
+
+void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchdog& watchdog) {
+  const auto deadline = Clock::now() + options_.handler_timeout;
+  CancellationSource source;
+  std::optional<FailureRecord> failure;
+  try {
+    Tx tx = pool_->begin();
+    set_deadline(tx, deadline);
+    if (!store_.lock(tx, receipt)) {
+      ++stats_.stale;
+      log_->info("receipt {} (message {}) claim went stale before its handler ran", receipt.id,
+                 receipt.message_id);
+      return;
+    }
+    const auto key = in_flight_.add({&source, &tx.connection()});
+    struct Unregister {
+      InFlightRegistry& registry;
+      std::size_t key;
+      ~Unregister() { registry.remove(key); }
+    } unregister{in_flight_, key};
+    {
+      pqxx::connection& connection = tx.connection();
+      DeadlineWatchdog::Armed armed(watchdog, deadline, [&source, &connection] {
+        source.cancel();
+        connection.cancel_query();
+      });
+      invoke(receipt, tx, deadline, source.signal());
+    }
+    if (Clock::now() >= deadline) throw HandlerTimeout("the handler returned after its deadline");
+    if (!store_.complete(tx, receipt)) {
+      ++stats_.stale;
+      return;
+    }
+    try {
+      tx.commit();
+    } catch (const DatabaseError& e) {
+      if (e.uncertain()) {
+        // Committed or not, the row tells: COMPLETED, or PROCESSING until its lease expires.
+        log_->warn("receipt {} (message {}) commit outcome unknown: {}", receipt.id, receipt.message_id,
+                   e.what());
+        return;
+      }
+      throw;
+    }
+    ++stats_.completed;
+    log_->debug("receipt {} of consumer {} (message {}) completed on attempt {}", receipt.id, receipt.consumer,
+                receipt.message_id, receipt.attempt);
+    return;
+  } catch (...) {
+    failure = describe_current_exception(receipt, deadline);
+  }
+  // The handler's transaction is gone (rolled back) before the failure is recorded.
+  record_failure(receipt, std::move(*failure), nullptr);
+}
+
+void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipts, DeadlineWatchdog& watchdog) {
+  const auto deadline = Clock::now() + options_.handler_timeout;
+  CancellationSource source;
+  bool rerun_individually = false;
+  std::optional<FailureRecord> batch_failure;
+  std::vector<const ClaimedReceipt*> locked;
+  try {
+    Tx tx = pool_->begin();
+    set_deadline(tx, deadline);
+    const auto locked_ids = store_.lock_many(tx, receipts);
+    for (const auto* r : receipts) {
+      if (std::find(locked_ids.begin(), locked_ids.end(), r->id) != locked_ids.end())
+        locked.push_back(r);
+      else
+        ++stats_.stale;
+    }
+    if (locked.empty()) return;
+
+    const auto key = in_flight_.add({&source, &tx.connection()});
+    struct Unregister {
+      InFlightRegistry& registry;
+      std::size_t key;
+      ~Unregister() { registry.remove(key); }
+    } unregister{in_flight_, key};
+
+    std::vector<const ClaimedReceipt*> succeeded;
+    std::size_t failed_in_tx = 0;
+    std::vector<std::pair<const ClaimedReceipt*, std::string>> outcomes;
+    {
+      pqxx::connection& connection = tx.connection();
+      DeadlineWatchdog::Armed armed(watchdog, deadline, [&source, &connection] {
+        source.cancel();
+        connection.cancel_query();
+      });
+      const bool savepoints = options_.batch_failure_mode == BatchFailureMode::Savepoint;
+      for (const auto* r : locked) {
+        if (savepoints) tx.exec("SAVEPOINT boxcar_message");
+        try {
+          invoke(*r, tx, deadline, source.signal());
+          if (savepoints) tx.exec("RELEASE SAVEPOINT boxcar_message");
+          succeeded.push_back(r);
+        } catch (...) {
+          if (!savepoints || Clock::now() >= deadline) throw;
+          FailureRecord failure = describe_current_exception(*r, deadline);
+          // Throws when the transaction itself is broken: then the batch fails as a whole.
+          tx.exec("ROLLBACK TO SAVEPOINT boxcar_message");
+          record_failure(*r, std::move(failure), &tx);
+          ++failed_in_tx;
+        }
+      }
+    }
+    if (Clock::now() >= deadline) throw HandlerTimeout("the batch returned after its deadline");
+    const auto completed = succeeded.empty() ? std::vector<std::int64_t>{} : store_.complete_many(tx, succeeded);
+    tx.commit();
+    stats_.completed += completed.size();
+    stats_.stale += succeeded.size() - completed.size();
+    (void)failed_in_tx;
+    return;
+  } catch (...) {
+    if (options_.batch_failure_mode == BatchFailureMode::Rerun && Clock::now() < deadline && !locked.empty()) {
+      rerun_individually = true;
+    } else {
+      batch_failure = describe_current_exception(*receipts.front(), deadline);
+    }
+  }
+  // Rolled back as a whole: nothing of this batch committed. Re-run one by one, or record
+  // the shared failure (timeout, lost connection) for every message of the batch.
+  if (rerun_individually) {
+    for (const auto* r : locked) process_one(*r, watchdog);
+    return;
+  }
+  for (const auto* r : (locked.empty() ? receipts : locked)) {
+    FailureRecord failure = *batch_failure;
+    failure.retry_delay = backoff_delay(options_.backoff, r->attempt);
+    record_failure(*r, std::move(failure), nullptr);
+  }
+}
+
+}  // namespace boxcar::detail

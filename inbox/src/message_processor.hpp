@@ -1,0 +1,91 @@
+// Runs claimed receipts through their handlers: the transaction per message (or per
+// batch), the deadline, and the recording of every outcome.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <spdlog/fwd.h>
+
+#include "boxcar/inbox/worker.hpp"
+#include "claimed_receipt.hpp"
+#include "deadline_watchdog.hpp"
+#include "receipt_store.hpp"
+
+namespace boxcar::detail {
+
+struct AtomicWorkerStats {
+  std::atomic<std::uint64_t> claimed{0}, completed{0}, retried{0}, dead{0}, stale{0}, unsupported{0},
+      lease_expired{0}, handed_back{0}, handler_calls{0};
+  WorkerStats snapshot() const;
+};
+
+/// Transactions whose handlers are running, so shutdown can signal and cut them off.
+class InFlightRegistry {
+ public:
+  struct Entry {
+    CancellationSource* source;
+    pqxx::connection* connection;
+  };
+  std::size_t add(Entry entry);
+  void remove(std::size_t key);
+  /// Fires every in-flight signal, and every later one at once (shutdown began).
+  void cancel_signals();
+  /// Cancels the running query of every in-flight transaction (grace period over).
+  void cancel_queries();
+  std::size_t size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::size_t, Entry> entries_;
+  std::size_t next_ = 0;
+  bool cancelled_ = false;
+};
+
+struct HandlerEntry {
+  std::shared_ptr<InboxHandler> handler;
+  std::vector<EventVersion> supports;
+  bool supports_pair(const std::string& event_type, int schema_version) const;
+};
+
+class MessageProcessor {
+ public:
+  MessageProcessor(std::shared_ptr<ConnectionPool> pool, ReceiptStore& store,
+                   std::map<std::string, HandlerEntry> handlers, const WorkerOptions& options,
+                   AtomicWorkerStats& stats, InFlightRegistry& in_flight);
+
+  /// Processes `batch` (claimed by this worker) and records each outcome. Never throws.
+  void process(std::vector<ClaimedReceipt>& batch, DeadlineWatchdog& watchdog);
+
+ private:
+  void process_one(const ClaimedReceipt& receipt, DeadlineWatchdog& watchdog);
+  void process_batch(std::vector<const ClaimedReceipt*>& receipts, DeadlineWatchdog& watchdog);
+  void invoke(const ClaimedReceipt& receipt, Tx& tx, std::chrono::steady_clock::time_point deadline,
+              const CancellationSignal& signal);
+  void set_deadline(Tx& tx, std::chrono::steady_clock::time_point deadline);
+  /// Records the failure in `tx` (batched savepoint mode) or in its own statement.
+  void record_failure(const ClaimedReceipt& receipt, FailureRecord failure, Tx* tx);
+  FailureRecord describe_current_exception(const ClaimedReceipt& receipt,
+                                           std::chrono::steady_clock::time_point deadline) const;
+  /// Filters out receipts that need no handler call (exhausted by lease recovery,
+  /// unsupported event): records their outcome and returns false for them.
+  bool needs_handler(const ClaimedReceipt& receipt);
+
+  std::shared_ptr<ConnectionPool> pool_;
+  ReceiptStore& store_;
+  std::map<std::string, HandlerEntry> handlers_;
+  const WorkerOptions& options_;
+  AtomicWorkerStats& stats_;
+  InFlightRegistry& in_flight_;
+  std::shared_ptr<spdlog::logger> log_;
+};
+
+/// `text` made storable and bounded: invalid UTF-8 and U+0000 become '?', and anything
+/// past `max_bytes` is replaced by a visible "…[truncated N bytes]" marker.
+std::string bounded_error_text(const std::string& text, std::size_t max_bytes);
+
+}  // namespace boxcar::detail

@@ -1,0 +1,129 @@
+// Statement execution for the worker (SQL text lives in worker_queries.hpp).
+#include "receipt_store.hpp"
+
+#include <pqxx/pqxx>
+
+#include "boxcar/runtime/sql_identifier.hpp"
+#include "worker_queries.hpp"
+
+namespace boxcar::detail {
+namespace {
+
+std::string with_schema(std::string_view sql, const std::string& quoted_schema) {
+  std::string out(sql);
+  const std::string marker = "{schema}";
+  for (auto pos = out.find(marker); pos != std::string::npos; pos = out.find(marker, pos))
+    out.replace(pos, marker.size(), quoted_schema), pos += quoted_schema.size();
+  return out;
+}
+
+std::vector<ClaimedReceipt> read_claims(const pqxx::result& rows) {
+  std::vector<ClaimedReceipt> claims;
+  claims.reserve(rows.size());
+  for (const auto& row : rows) claims.push_back(ClaimedReceipt::from_row(row));
+  return claims;
+}
+
+// Runs a prepared statement as its own (autocommit) transaction on a pooled connection.
+template <typename... Args>
+pqxx::result autocommit(ConnectionPool& pool, const std::string& name, const std::string& sql,
+                        Args&&... args) {
+  PooledConnection connection = pool.acquire();
+  try {
+    connection.prepare_once(name, sql);
+    pqxx::nontransaction statement(*connection);
+    return statement.exec_prepared(name, std::forward<Args>(args)...);
+  } catch (...) {
+    connection.discard();
+    throw;
+  }
+}
+
+}  // namespace
+
+std::string id_array(std::span<const ClaimedReceipt* const> receipts) {
+  std::string out = "{";
+  for (const auto* r : receipts) out += (out.size() > 1 ? "," : "") + std::to_string(r->id);
+  return out + "}";
+}
+
+std::string token_array(std::span<const ClaimedReceipt* const> receipts) {
+  std::string out = "{";
+  for (const auto* r : receipts) out += (out.size() > 1 ? "," : "") + r->claim_token;
+  return out + "}";
+}
+
+ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::string& schema)
+    : pool_(std::move(pool)), schema_(schema) {
+  const std::string q = quote_identifier(schema);
+  claim_ = with_schema(worker_sql::kClaim, q);
+  recover_ = with_schema(worker_sql::kRecoverExpired, q);
+  lock_ = with_schema(worker_sql::kLock, q);
+  lock_many_ = with_schema(worker_sql::kLockMany, q);
+  complete_ = with_schema(worker_sql::kComplete, q);
+  complete_many_ = with_schema(worker_sql::kCompleteMany, q);
+  fail_ = with_schema(worker_sql::kFail, q);
+  hand_back_ = with_schema(worker_sql::kHandBack, q);
+}
+
+std::vector<ClaimedReceipt> ReceiptStore::claim(const std::string& consumer, std::size_t limit,
+                                                std::chrono::milliseconds lease) {
+  return read_claims(autocommit(*pool_, "boxcar.worker.claim." + schema_, claim_, consumer,
+                                static_cast<long long>(limit), static_cast<long long>(lease.count())));
+}
+
+std::vector<ClaimedReceipt> ReceiptStore::recover_expired(const std::string& consumer, std::size_t limit,
+                                                          std::chrono::milliseconds lease, int max_attempts) {
+  return read_claims(autocommit(*pool_, "boxcar.worker.recover." + schema_, recover_, consumer,
+                                static_cast<long long>(limit), static_cast<long long>(lease.count()),
+                                max_attempts));
+}
+
+bool ReceiptStore::lock(Tx& tx, const ClaimedReceipt& receipt) {
+  return !tx.exec_prepared("boxcar.worker.lock." + schema_, lock_, receipt.id, receipt.claim_token).empty();
+}
+
+std::vector<std::int64_t> ReceiptStore::lock_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts) {
+  std::vector<std::int64_t> ids;
+  for (const auto& row : tx.exec_prepared("boxcar.worker.lock_many." + schema_, lock_many_,
+                                          id_array(receipts), token_array(receipts)))
+    ids.push_back(row[0].as<std::int64_t>());
+  return ids;
+}
+
+bool ReceiptStore::complete(Tx& tx, const ClaimedReceipt& receipt) {
+  return tx.exec_prepared("boxcar.worker.complete." + schema_, complete_, receipt.id, receipt.claim_token)
+             .affected_rows() == 1;
+}
+
+std::vector<std::int64_t> ReceiptStore::complete_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts) {
+  std::vector<std::int64_t> ids;
+  for (const auto& row : tx.exec_prepared("boxcar.worker.complete_many." + schema_, complete_many_,
+                                          id_array(receipts), token_array(receipts)))
+    ids.push_back(row[0].as<std::int64_t>());
+  return ids;
+}
+
+std::optional<std::string> ReceiptStore::fail(Tx* tx, const ClaimedReceipt& receipt,
+                                              const FailureRecord& failure, int max_attempts) {
+  const std::string name = "boxcar.worker.fail." + schema_;
+  const auto delay = static_cast<long long>(failure.retry_delay.count());
+  const pqxx::result rows =
+      tx ? tx->exec_prepared(name, fail_, receipt.id, receipt.claim_token, delay, failure.permanent,
+                             max_attempts, failure.error_type, failure.message, failure.dead_reason)
+         : autocommit(*pool_, name, fail_, receipt.id, receipt.claim_token, delay, failure.permanent,
+                      max_attempts, failure.error_type, failure.message, failure.dead_reason);
+  if (rows.empty()) return std::nullopt;
+  return rows[0][0].as<std::string>();
+}
+
+std::size_t ReceiptStore::hand_back(std::span<const ClaimedReceipt> receipts) {
+  if (receipts.empty()) return 0;
+  std::vector<const ClaimedReceipt*> pointers;
+  for (const auto& r : receipts) pointers.push_back(&r);
+  return autocommit(*pool_, "boxcar.worker.hand_back." + schema_, hand_back_, id_array(pointers),
+                    token_array(pointers))
+      .affected_rows();
+}
+
+}  // namespace boxcar::detail

@@ -1,0 +1,66 @@
+// The worker's database operations on inbox_receipts, one method per statement of
+// worker_queries.hpp, each prepared once per connection.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "boxcar/runtime/connection_pool.hpp"
+#include "boxcar/runtime/tx.hpp"
+#include "claimed_receipt.hpp"
+
+namespace boxcar::detail {
+
+/// What a failed attempt records.
+struct FailureRecord {
+  bool permanent = false;
+  /// DEAD reason when permanent: HANDLER_PERMANENT, UNSUPPORTED_EVENT.
+  std::string dead_reason;
+  std::string error_type;
+  std::string message;
+  std::chrono::milliseconds retry_delay{0};
+};
+
+class ReceiptStore {
+ public:
+  ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::string& schema);
+
+  /// Claims up to `limit` due receipts of `consumer` in an autocommit statement.
+  std::vector<ClaimedReceipt> claim(const std::string& consumer, std::size_t limit,
+                                    std::chrono::milliseconds lease);
+  /// Re-claims expired leases of `consumer`; rows out of attempts come back DEAD.
+  std::vector<ClaimedReceipt> recover_expired(const std::string& consumer, std::size_t limit,
+                                              std::chrono::milliseconds lease, int max_attempts);
+
+  /// Locks the receipt in `tx` if it is still claimed under its token.
+  bool lock(Tx& tx, const ClaimedReceipt& receipt);
+  /// Locks every receipt still claimed under its token; returns their ids.
+  std::vector<std::int64_t> lock_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts);
+  /// Completes the receipt in `tx`; false when the claim went stale.
+  bool complete(Tx& tx, const ClaimedReceipt& receipt);
+  /// Completes the receipts in `tx`; returns the ids that were still claimed.
+  std::vector<std::int64_t> complete_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts);
+
+  /// Records a failed attempt, in `tx` when given, else in its own autocommit statement.
+  /// Returns the new status ("RETRYABLE" or "DEAD"), or nullopt when the claim was stale.
+  std::optional<std::string> fail(Tx* tx, const ClaimedReceipt& receipt, const FailureRecord& failure,
+                                  int max_attempts);
+  /// Returns unstarted claims without spending their attempt; returns how many.
+  std::size_t hand_back(std::span<const ClaimedReceipt> receipts);
+
+ private:
+  std::shared_ptr<ConnectionPool> pool_;
+  std::string schema_;
+  std::string claim_, recover_, lock_, lock_many_, complete_, complete_many_, fail_, hand_back_;
+};
+
+/// "{1,2,3}" and "{uuid,uuid}": PostgreSQL array literals of ids and claim tokens, whose
+/// elements need no quoting.
+std::string id_array(std::span<const ClaimedReceipt* const> receipts);
+std::string token_array(std::span<const ClaimedReceipt* const> receipts);
+
+}  // namespace boxcar::detail

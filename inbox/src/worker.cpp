@@ -1,0 +1,337 @@
+// The worker's threads: a dispatcher that claims (woken by NOTIFY, or polling), recovers
+// expired leases and feeds a bounded local queue; handler threads that drain it.
+#include "boxcar/inbox/worker.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <set>
+#include <thread>
+
+#include <pqxx/pqxx>
+#include <spdlog/spdlog.h>
+
+#include "boxcar/inbox/inbox.hpp"
+#include "boxcar/runtime/logging.hpp"
+#include "boxcar/runtime/sql_identifier.hpp"
+#include "message_processor.hpp"
+#include "receipt_store.hpp"
+
+namespace boxcar {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& options,
+                                                     const std::vector<HandlerRegistration>& handlers,
+                                                     std::vector<std::string>& owned) {
+  validate_schema_name(options.schema, "worker.schema");
+  const std::set<std::string> declared(options.consumers.begin(), options.consumers.end());
+  std::map<std::string, detail::HandlerEntry> by_consumer;
+  for (const auto& registration : handlers) {
+    if (!registration.handler)
+      throw ConfigError("handlers", "the handler registered for '" + registration.consumer + "' is null");
+    if (!declared.contains(registration.consumer))
+      throw ConfigError("handlers", "a handler is registered for consumer '" + registration.consumer +
+                                        "', which the module does not declare");
+    if (registration.supports.empty())
+      throw ConfigError("handlers", "the handler of '" + registration.consumer +
+                                        "' declares no (event type, schema version) pairs");
+    if (!by_consumer.emplace(registration.consumer,
+                             detail::HandlerEntry{registration.handler, registration.supports})
+             .second)
+      throw ConfigError("handlers", "two handlers are registered for consumer '" + registration.consumer + "'");
+  }
+  if (!options.enabled) return by_consumer;
+  if (options.owned_consumers.empty()) {
+    for (const auto& [consumer, entry] : by_consumer) owned.push_back(consumer);
+  } else {
+    for (const auto& consumer : options.owned_consumers) {
+      if (!declared.contains(consumer))
+        throw ConfigError("worker.consumers", "'" + consumer + "' is not a consumer the module declares");
+      if (!by_consumer.contains(consumer))
+        throw ConfigError("worker.consumers", "'" + consumer + "' has no registered handler");
+      if (std::find(owned.begin(), owned.end(), consumer) == owned.end()) owned.push_back(consumer);
+    }
+  }
+  if (options.concurrency == 0) throw ConfigError("worker.concurrency", "must be at least 1");
+  if (options.batch_size == 0) throw ConfigError("worker.batch_size", "must be at least 1");
+  if (options.claim_limit == 0) throw ConfigError("worker.claim_limit", "must be at least 1");
+  if (options.max_attempts < 1) throw ConfigError("worker.max_attempts", "must be at least 1");
+  if (options.handler_timeout <= std::chrono::milliseconds(0))
+    throw ConfigError("worker.handler_timeout", "must be positive");
+  if (options.lease < options.handler_timeout + std::chrono::seconds(1))
+    throw ConfigError("worker.lease", "must exceed worker.handler_timeout by at least 1 s, so a claim "
+                                      "cannot expire while its transaction may still commit");
+  if (options.backoff.base.count() < 0 || options.backoff.cap < options.backoff.base)
+    throw ConfigError("worker.backoff", "needs 0 <= base <= cap");
+  return by_consumer;
+}
+
+}  // namespace
+
+class Worker::Impl {
+ public:
+  Impl(std::shared_ptr<ConnectionPool> pool, WorkerOptions options, std::vector<HandlerRegistration> handlers)
+      : pool_(std::move(pool)),
+        options_(std::move(options)),
+        handlers_(validate(options_, handlers, owned_)),
+        store_(pool_, options_.schema),
+        processor_(pool_, store_, handlers_, options_, stats_, in_flight_),
+        log_(logger("worker")) {
+    if (!options_.enabled) owned_.clear();
+  }
+
+  ~Impl() { stop(); }
+
+  void start() {
+    std::lock_guard lock(lifecycle_);
+    if (running_ || owned_.empty()) return;
+    running_ = true;
+    stopping_ = false;
+    dispatcher_ = std::thread([this] { dispatch_loop(); });
+    for (std::size_t i = 0; i < options_.concurrency; ++i) handlers_threads_.emplace_back([this] { handle_loop(); });
+    log_->info("worker started: consumers [{}], {} handler threads, batch size {}", fmt_consumers(),
+               options_.concurrency, options_.batch_size);
+  }
+
+  void stop() {
+    std::lock_guard lock(lifecycle_);
+    if (!running_) return;
+    std::deque<detail::ClaimedReceipt> unstarted;
+    {
+      std::lock_guard q(queue_mutex_);
+      stopping_ = true;
+      unstarted.swap(queue_);
+    }
+    queue_changed_.notify_all();
+    dispatcher_.join();
+    {
+      std::lock_guard q(queue_mutex_);  // the dispatcher may have pushed one last claim
+      for (auto& r : queue_) unstarted.push_back(std::move(r));
+      queue_.clear();
+    }
+    hand_back(unstarted);
+    in_flight_.cancel_signals();
+    const auto grace_end = Clock::now() + options_.shutdown_grace;
+    {
+      std::unique_lock q(queue_mutex_);
+      queue_changed_.wait_until(q, grace_end, [&] { return busy_threads_ == 0; });
+    }
+    if (in_flight_.size() > 0) {
+      log_->warn("shutdown grace of {} ms over: cancelling {} in-flight handler transactions",
+                 options_.shutdown_grace.count(), in_flight_.size());
+      in_flight_.cancel_queries();
+    }
+    for (auto& t : handlers_threads_) t.join();
+    handlers_threads_.clear();
+    running_ = false;
+    log_->info("worker stopped");
+  }
+
+  std::size_t drain() {
+    detail::DeadlineWatchdog watchdog;
+    std::size_t total = 0;
+    while (true) {
+      std::vector<detail::ClaimedReceipt> claimed;
+      for (const auto& consumer : owned_) {
+        auto recovered = store_.recover_expired(consumer, options_.claim_limit, options_.lease, options_.max_attempts);
+        auto fresh = store_.claim(consumer, options_.claim_limit, options_.lease);
+        for (auto* part : {&recovered, &fresh})
+          for (auto& r : *part) claimed.push_back(std::move(r));
+      }
+      if (claimed.empty()) return total;
+      total += claimed.size();
+      stats_.claimed += claimed.size();
+      for (std::size_t i = 0; i < claimed.size(); i += options_.batch_size) {
+        const auto end = std::min(claimed.size(), i + options_.batch_size);
+        std::vector<detail::ClaimedReceipt> batch(std::make_move_iterator(claimed.begin() + static_cast<long>(i)),
+                                                  std::make_move_iterator(claimed.begin() + static_cast<long>(end)));
+        processor_.process(batch, watchdog);
+      }
+    }
+  }
+
+  const std::vector<std::string>& owned() const { return owned_; }
+  WorkerStats stats() const { return stats_.snapshot(); }
+
+ private:
+  std::string fmt_consumers() const {
+    std::string s;
+    for (const auto& c : owned_) s += (s.empty() ? "" : ", ") + c;
+    return s;
+  }
+
+  // Claimed-but-unstarted work is bounded, so leases do not run out in the local queue.
+  std::size_t queue_capacity() const { return options_.concurrency * options_.batch_size * 2; }
+
+  void hand_back(std::deque<detail::ClaimedReceipt>& unstarted) {
+    if (unstarted.empty()) return;
+    std::vector<detail::ClaimedReceipt> receipts(std::make_move_iterator(unstarted.begin()),
+                                                 std::make_move_iterator(unstarted.end()));
+    try {
+      const auto n = store_.hand_back(receipts);
+      stats_.handed_back += n;
+      log_->info("handed back {} claimed but unstarted receipts", n);
+    } catch (const std::exception& e) {
+      log_->error("could not hand back {} receipts; their leases will expire: {}", receipts.size(), e.what());
+    }
+  }
+
+  // Claims for every owned consumer in turn; returns how many it claimed.
+  std::size_t claim_round(bool recover) {
+    std::size_t claimed = 0;
+    for (std::size_t i = 0; i < owned_.size(); ++i) {
+      const std::string& consumer = owned_[(next_consumer_ + i) % owned_.size()];
+      std::size_t room;
+      {
+        std::lock_guard q(queue_mutex_);
+        if (stopping_) return claimed;
+        room = queue_capacity() > queue_.size() ? queue_capacity() - queue_.size() : 0;
+      }
+      if (room == 0) break;
+      std::vector<detail::ClaimedReceipt> got;
+      if (recover) got = store_.recover_expired(consumer, std::min(room, options_.claim_limit), options_.lease,
+                                                options_.max_attempts);
+      if (got.size() < std::min(room, options_.claim_limit)) {
+        auto fresh = store_.claim(consumer, std::min(room, options_.claim_limit) - got.size(), options_.lease);
+        for (auto& r : fresh) got.push_back(std::move(r));
+      }
+      if (got.empty()) continue;
+      claimed += got.size();
+      stats_.claimed += got.size();
+      {
+        std::lock_guard q(queue_mutex_);
+        for (auto& r : got) queue_.push_back(std::move(r));
+      }
+      queue_changed_.notify_all();
+    }
+    next_consumer_ = (next_consumer_ + 1) % owned_.size();
+    return claimed;
+  }
+
+  void dispatch_loop() {
+    std::unique_ptr<pqxx::connection> listener;
+    struct Wakeups : pqxx::notification_receiver {
+      using notification_receiver::notification_receiver;
+      void operator()(const std::string&, int) override {}
+    };
+    std::unique_ptr<Wakeups> receiver;
+    auto next_recovery = Clock::now();
+    while (true) {
+      {
+        std::unique_lock q(queue_mutex_);
+        queue_changed_.wait(q, [&] { return stopping_ || queue_.size() < queue_capacity(); });
+        if (stopping_) break;
+      }
+      if (!listener) {
+        try {
+          listener = std::make_unique<pqxx::connection>(pool_->connection_string());
+          receiver = std::make_unique<Wakeups>(*listener, Inbox::notify_channel(options_.schema));
+        } catch (const std::exception& e) {
+          receiver.reset();
+          listener.reset();
+          log_->warn("cannot LISTEN for wake-ups, polling every {} ms: {}", options_.poll_interval.count(), e.what());
+        }
+      }
+      std::size_t claimed = 0;
+      try {
+        const bool recover = Clock::now() >= next_recovery;
+        if (recover) next_recovery = Clock::now() + options_.poll_interval;
+        claimed = claim_round(recover);
+      } catch (const std::exception& e) {
+        log_->error("claiming failed, retrying after {} ms: {}", options_.poll_interval.count(), e.what());
+        sleep_unless_stopping(options_.poll_interval);
+        continue;
+      }
+      if (claimed > 0) continue;
+      // Idle: sleep until a NOTIFY arrives or the poll interval passes; never busy-loop.
+      const auto wake_at = std::min(next_recovery, Clock::now() + options_.poll_interval);
+      while (Clock::now() < wake_at) {
+        {
+          std::lock_guard q(queue_mutex_);
+          if (stopping_) break;
+        }
+        const auto slice = std::min<long long>(
+            100, std::chrono::duration_cast<std::chrono::milliseconds>(wake_at - Clock::now()).count() + 1);
+        if (listener) {
+          try {
+            if (listener->await_notification(0, slice * 1000) > 0) {
+              listener->get_notifs();  // take any others that arrived together
+              break;
+            }
+          } catch (const std::exception& e) {
+            log_->warn("wake-up connection lost, reconnecting: {}", e.what());
+            receiver.reset();
+            listener.reset();
+            break;
+          }
+        } else {
+          sleep_unless_stopping(std::chrono::milliseconds(slice));
+        }
+      }
+    }
+  }
+
+  void sleep_unless_stopping(std::chrono::milliseconds duration) {
+    std::unique_lock q(queue_mutex_);
+    queue_changed_.wait_for(q, duration, [&] { return stopping_; });
+  }
+
+  void handle_loop() {
+    detail::DeadlineWatchdog watchdog;
+    while (true) {
+      std::vector<detail::ClaimedReceipt> batch;
+      {
+        std::unique_lock q(queue_mutex_);
+        queue_changed_.wait(q, [&] { return stopping_ || !queue_.empty(); });
+        if (stopping_) return;
+        while (!queue_.empty() && batch.size() < options_.batch_size) {
+          batch.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+        ++busy_threads_;
+      }
+      queue_changed_.notify_all();  // room for the dispatcher
+      processor_.process(batch, watchdog);
+      {
+        std::lock_guard q(queue_mutex_);
+        --busy_threads_;
+      }
+      queue_changed_.notify_all();
+    }
+  }
+
+  std::shared_ptr<ConnectionPool> pool_;
+  WorkerOptions options_;
+  std::vector<std::string> owned_;
+  std::map<std::string, detail::HandlerEntry> handlers_;
+  detail::ReceiptStore store_;
+  detail::AtomicWorkerStats stats_;
+  detail::InFlightRegistry in_flight_;
+  detail::MessageProcessor processor_;
+  std::shared_ptr<spdlog::logger> log_;
+
+  std::mutex lifecycle_;
+  bool running_ = false;
+  std::mutex queue_mutex_;
+  std::condition_variable queue_changed_;
+  std::deque<detail::ClaimedReceipt> queue_;
+  bool stopping_ = false;
+  std::size_t busy_threads_ = 0;
+  std::size_t next_consumer_ = 0;
+  std::thread dispatcher_;
+  std::vector<std::thread> handlers_threads_;
+};
+
+Worker::Worker(std::shared_ptr<ConnectionPool> pool, WorkerOptions options, std::vector<HandlerRegistration> handlers)
+    : impl_(std::make_unique<Impl>(std::move(pool), std::move(options), std::move(handlers))) {}
+
+Worker::~Worker() = default;
+void Worker::start() { impl_->start(); }
+void Worker::stop() { impl_->stop(); }
+std::size_t Worker::drain() { return impl_->drain(); }
+const std::vector<std::string>& Worker::owned_consumers() const noexcept { return impl_->owned(); }
+WorkerStats Worker::stats() const { return impl_->stats(); }
+
+}  // namespace boxcar

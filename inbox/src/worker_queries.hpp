@@ -1,0 +1,156 @@
+// Every SQL statement of the worker. `{schema}` is replaced by the quoted schema once;
+// values are always $n parameters. Claims lock with FOR NO KEY UPDATE SKIP LOCKED:
+// plain FOR UPDATE would also skip rows held by foreign-key KEY SHARE locks.
+#pragma once
+
+namespace boxcar::worker_sql {
+
+// The columns a handler needs, in the order ClaimedReceipt reads them.
+#define BOXCAR_CLAIM_RETURNING                                                         \
+  "RETURNING r.id, r.claim_token::text, r.attempts, r.scope_kind, r.scope_id, r.source, " \
+  "r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text, "          \
+  "r.metadata::text, r.status"
+
+// Claim due receipts of one consumer: an index scan on inbox_receipts_claimable.
+// Autocommit, so the claim is durable before any handler runs.
+inline constexpr const char* kClaim = R"sql(
+WITH due AS (
+    SELECT id
+    FROM {schema}.inbox_receipts
+    WHERE consumer = $1
+      AND status IN ('PENDING', 'RETRYABLE')
+      AND available_at <= now()
+    ORDER BY available_at
+    LIMIT $2
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+UPDATE {schema}.inbox_receipts AS r
+SET status = 'PROCESSING',
+    claim_token = gen_random_uuid(),
+    lease_expires_at = now() + make_interval(secs => $3::double precision / 1000),
+    attempts = r.attempts + 1,
+    updated_at = now()
+FROM due
+WHERE r.id = due.id
+)sql" BOXCAR_CLAIM_RETURNING;
+
+// Recover expired leases of one consumer: an index scan on inbox_receipts_leases. A row
+// whose handler transaction still holds its lock is skipped. A row that has used all its
+// attempts becomes DEAD without another handler call; the others are re-claimed.
+inline constexpr const char* kRecoverExpired = R"sql(
+WITH expired AS (
+    SELECT id
+    FROM {schema}.inbox_receipts
+    WHERE consumer = $1
+      AND status = 'PROCESSING'
+      AND lease_expires_at < now()
+    ORDER BY lease_expires_at
+    LIMIT $2
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+UPDATE {schema}.inbox_receipts AS r
+SET status = CASE WHEN r.attempts >= $4 THEN 'DEAD' ELSE 'PROCESSING' END,
+    claim_token = CASE WHEN r.attempts >= $4 THEN NULL ELSE gen_random_uuid() END,
+    lease_expires_at = CASE WHEN r.attempts >= $4 THEN NULL
+                            ELSE now() + make_interval(secs => $3::double precision / 1000) END,
+    attempts = CASE WHEN r.attempts >= $4 THEN r.attempts ELSE r.attempts + 1 END,
+    dead_reason = CASE WHEN r.attempts >= $4 THEN 'LEASE_EXPIRED_EXHAUSTED' END,
+    last_error_type = CASE WHEN r.attempts >= $4 THEN 'LeaseExpired' ELSE r.last_error_type END,
+    last_error = CASE WHEN r.attempts >= $4
+                      THEN 'all ' || r.attempts || ' attempts started but ' ||
+                           (r.attempts - r.finished_attempts) ||
+                           ' ended in lease expiry (the worker died or hung each time)'
+                      ELSE r.last_error END,
+    updated_at = now()
+FROM expired
+WHERE r.id = expired.id
+)sql" BOXCAR_CLAIM_RETURNING;
+
+#undef BOXCAR_CLAIM_RETURNING
+
+// First statement of a message transaction: the claim is still ours, and from now on a
+// re-claimer's SKIP LOCKED passes over this row while the handler runs.
+inline constexpr const char* kLock = R"sql(
+SELECT id
+FROM {schema}.inbox_receipts
+WHERE id = $1
+  AND claim_token = $2::uuid
+FOR NO KEY UPDATE
+)sql";
+
+// Batched mode: lock every receipt of the batch still claimed under its token.
+// $1: bigint[] of ids, $2: uuid[] of tokens, pairwise.
+inline constexpr const char* kLockMany = R"sql(
+SELECT r.id
+FROM {schema}.inbox_receipts AS r
+JOIN unnest($1::bigint[], $2::uuid[]) AS c(id, token)
+  ON r.id = c.id AND r.claim_token = c.token
+ORDER BY r.id
+FOR NO KEY UPDATE OF r
+)sql";
+
+inline constexpr const char* kComplete = R"sql(
+UPDATE {schema}.inbox_receipts
+SET status = 'COMPLETED',
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    finished_attempts = finished_attempts + 1,
+    completed_at = now(),
+    updated_at = now()
+WHERE id = $1
+  AND claim_token = $2::uuid
+  AND status = 'PROCESSING'
+)sql";
+
+inline constexpr const char* kCompleteMany = R"sql(
+UPDATE {schema}.inbox_receipts AS r
+SET status = 'COMPLETED',
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    finished_attempts = r.finished_attempts + 1,
+    completed_at = now(),
+    updated_at = now()
+FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
+WHERE r.id = c.id
+  AND r.claim_token = c.token
+  AND r.status = 'PROCESSING'
+RETURNING r.id
+)sql";
+
+// A failed attempt: RETRYABLE after a backoff, or DEAD when it was the last attempt or
+// the failure is permanent ($4 = true). Guarded by the claim token like completion.
+inline constexpr const char* kFail = R"sql(
+UPDATE {schema}.inbox_receipts
+SET status = CASE WHEN $4 OR attempts >= $5 THEN 'DEAD' ELSE 'RETRYABLE' END,
+    available_at = CASE WHEN $4 OR attempts >= $5 THEN available_at
+                        ELSE now() + make_interval(secs => $3::double precision / 1000) END,
+    dead_reason = CASE WHEN $4 THEN $8
+                       WHEN attempts >= $5 THEN 'ATTEMPTS_EXHAUSTED' END,
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    finished_attempts = finished_attempts + 1,
+    last_error_type = $6,
+    last_error = $7,
+    updated_at = now()
+WHERE id = $1
+  AND claim_token = $2::uuid
+  AND status = 'PROCESSING'
+RETURNING status
+)sql";
+
+// Shutdown: give back a claimed receipt whose handler never started, without spending
+// the attempt, due at once for any other worker.
+inline constexpr const char* kHandBack = R"sql(
+UPDATE {schema}.inbox_receipts AS r
+SET status = CASE WHEN r.attempts - 1 = 0 THEN 'PENDING' ELSE 'RETRYABLE' END,
+    attempts = r.attempts - 1,
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = now()
+FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
+WHERE r.id = c.id
+  AND r.claim_token = c.token
+  AND r.status = 'PROCESSING'
+)sql";
+
+}  // namespace boxcar::worker_sql

@@ -1,0 +1,526 @@
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "boxcar/inbox/worker.hpp"
+#include "worker_fixture.hpp"
+
+using namespace boxcar;
+using namespace boxcar::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kOrders = "orders.v1";
+const std::string kAudit = "audit.v1";
+
+struct Setup {
+  TestDatabase db;
+  std::shared_ptr<ConnectionPool> pool;
+  Inbox inbox;
+  std::string app_table;
+  Setup()
+      : pool(db.pool(12)),
+        inbox(pool, {.schema = db.schema(), .consumers = {kOrders, kAudit}, .notify = true}),
+        app_table(db.qualified("{schema}.app_rows")) {
+    create_app_table(db);
+  }
+  WorkerOptions options() const {
+    return {.schema = db.schema(),
+            .consumers = {kOrders, kAudit},
+            .lease = 5s,
+            .handler_timeout = 2s,
+            .max_attempts = 5,
+            .backoff = {.base = 0ms, .cap = 0ms},
+            .poll_interval = 100ms};
+  }
+  HandlerRegistration writer(const std::string& consumer = kOrders) const {
+    return {.consumer = consumer,
+            .supports = {{"thing.happened", 1}},
+            .handler = handler([table = app_table](const nlohmann::json&, HandlerContext& c) {
+              insert_app_row(table, c);
+            })};
+  }
+  std::string status_of(const std::string& message_id) const {
+    return db.query("SELECT status FROM {schema}.inbox_receipts WHERE message_id = '" + message_id + "'")[0][0]
+        .as<std::string>();
+  }
+  std::int64_t app_rows(const std::string& message_id) const {
+    return db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE message_id = '" + message_id + "'");
+  }
+};
+
+template <typename Predicate>
+bool eventually(Predicate predicate, std::chrono::milliseconds limit = 10s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return predicate();
+}
+
+}  // namespace
+
+TEST_CASE("completion commits the handler's rows together with the COMPLETED receipt") {
+  Setup s;
+  s.inbox.accept(message(kOrders, "m-1"));
+  Worker worker(s.pool, s.options(), {s.writer()});
+  CHECK(worker.drain() == 1);
+  CHECK(s.app_rows("m-1") == 1);
+  const auto row = s.db.query("SELECT status, attempts, finished_attempts, completed_at IS NOT NULL, "
+                              "claim_token IS NULL, lease_expires_at IS NULL FROM {schema}.inbox_receipts")[0];
+  CHECK(row[0].as<std::string>() == "COMPLETED");
+  CHECK(row[1].as<int>() == 1);
+  CHECK(row[2].as<int>() == 1);
+  CHECK(row[3].as<bool>());
+  CHECK(row[4].as<bool>());
+  CHECK(row[5].as<bool>());
+  CHECK(worker.stats().completed == 1);
+}
+
+TEST_CASE("a handler exception rolls back its rows and schedules a retry within the backoff") {
+  Setup s;
+  s.inbox.accept(message(kOrders, "m-1"));
+  auto options = s.options();
+  options.backoff = {.base = 60s, .cap = 600s};
+  std::atomic<int> calls{0};
+  Worker worker(s.pool, options,
+                {{.consumer = kOrders,
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&, table = s.app_table](const nlohmann::json&, HandlerContext& c) {
+                    ++calls;
+                    insert_app_row(table, c);
+                    throw std::runtime_error("downstream said no");
+                  })}});
+  worker.drain();
+  CHECK(calls == 1);
+  CHECK(s.app_rows("m-1") == 0);
+  const auto row = s.db.query(
+      "SELECT status, attempts, finished_attempts, last_error_type, last_error, "
+      "extract(epoch FROM available_at - now()), claim_token IS NULL FROM {schema}.inbox_receipts")[0];
+  CHECK(row[0].as<std::string>() == "RETRYABLE");
+  CHECK(row[1].as<int>() == 1);
+  CHECK(row[2].as<int>() == 1);
+  CHECK(row[3].as<std::string>() == "std::runtime_error");
+  CHECK(row[4].as<std::string>() == "downstream said no");
+  const double delay = row[5].as<double>();
+  CHECK(delay >= -1.0);   // full jitter: anywhere from now ...
+  CHECK(delay <= 60.0);   // ... to the first ceiling (base)
+  CHECK(row[6].as<bool>());
+  CHECK(worker.stats().retried == 1);
+  // Not due yet (unless jitter picked ~0): a second drain must not call the handler early.
+  if (delay > 1.0) {
+    worker.drain();
+    CHECK(calls == 1);
+  }
+}
+
+TEST_CASE("InboxPermanentError makes the receipt DEAD at once") {
+  Setup s;
+  s.inbox.accept(message(kOrders, "m-1"));
+  Worker worker(s.pool, s.options(),
+                {{.consumer = kOrders,
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([table = s.app_table](const nlohmann::json&, HandlerContext& c) {
+                    insert_app_row(table, c);
+                    throw InboxPermanentError("order belongs to no tenant");
+                  })}});
+  worker.drain();
+  const auto row = s.db.query("SELECT status, dead_reason, last_error, attempts FROM {schema}.inbox_receipts")[0];
+  CHECK(row[0].as<std::string>() == "DEAD");
+  CHECK(row[1].as<std::string>() == "HANDLER_PERMANENT");
+  CHECK(row[2].as<std::string>() == "order belongs to no tenant");
+  CHECK(row[3].as<int>() == 1);
+  CHECK(s.app_rows("m-1") == 0);
+  CHECK(worker.stats().dead == 1);
+}
+
+TEST_CASE("a receipt whose event type or schema version is unsupported becomes DEAD without a handler call") {
+  Setup s;
+  s.inbox.accept(message(kOrders, "m-type", "thing.vanished", 1));
+  s.inbox.accept(message(kOrders, "m-version", "thing.happened", 2));
+  std::atomic<int> calls{0};
+  Worker worker(s.pool, s.options(),
+                {{.consumer = kOrders,
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&](const nlohmann::json&, HandlerContext&) { ++calls; })}});
+  worker.drain();
+  CHECK(calls == 0);
+  for (const char* id : {"m-type", "m-version"}) {
+    const auto row = s.db.query(std::string("SELECT status, dead_reason, last_error FROM {schema}.inbox_receipts "
+                                            "WHERE message_id = '") + id + "'")[0];
+    CHECK(row[0].as<std::string>() == "DEAD");
+    CHECK(row[1].as<std::string>() == "UNSUPPORTED_EVENT");
+    CHECK(row[2].as<std::string>().find("does not support") != std::string::npos);
+  }
+  CHECK(worker.stats().unsupported == 2);
+}
+
+TEST_CASE("a receipt that fails max_attempts times becomes DEAD as exhausted") {
+  Setup s;
+  s.inbox.accept(message(kOrders, "m-1"));
+  auto options = s.options();
+  options.max_attempts = 3;
+  std::atomic<int> calls{0};
+  Worker worker(s.pool, options,
+                {{.consumer = kOrders,
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
+                    ++calls;
+                    CHECK(c.attempt == calls.load());
+                    throw std::runtime_error("attempt " + std::to_string(c.attempt));
+                  })}});
+  worker.drain();  // backoff is 0 in these tests, so every retry is due at once
+  CHECK(calls == 3);
+  const auto row = s.db.query("SELECT status, dead_reason, attempts, finished_attempts, last_error "
+                              "FROM {schema}.inbox_receipts")[0];
+  CHECK(row[0].as<std::string>() == "DEAD");
+  CHECK(row[1].as<std::string>() == "ATTEMPTS_EXHAUSTED");
+  CHECK(row[2].as<int>() == 3);
+  CHECK(row[3].as<int>() == 3);
+  CHECK(row[4].as<std::string>() == "attempt 3");
+}
+
+TEST_CASE("a worker claims only the consumers it owns") {
+  Setup s;
+  s.inbox.accept(message(kOrders, "o-1"));
+  s.inbox.accept(message(kAudit, "a-1"));
+  auto options = s.options();
+  options.owned_consumers = {kAudit};
+  Worker worker(s.pool, options, {s.writer(kOrders), s.writer(kAudit)});
+  CHECK(worker.owned_consumers() == std::vector<std::string>{kAudit});
+  CHECK(worker.drain() == 1);
+  CHECK(s.status_of("a-1") == "COMPLETED");
+  CHECK(s.status_of("o-1") == "PENDING");
+}
+
+TEST_CASE("by default a worker owns every consumer that has a handler") {
+  Setup s;
+  s.inbox.accept(message(kOrders, "o-1"));
+  s.inbox.accept(message(kAudit, "a-1"));
+  Worker worker(s.pool, s.options(), {s.writer(kOrders)});
+  CHECK(worker.owned_consumers() == std::vector<std::string>{kOrders});
+  worker.drain();
+  CHECK(s.status_of("o-1") == "COMPLETED");
+  CHECK(s.status_of("a-1") == "PENDING");  // declared, no handler here: its backlog waits
+}
+
+TEST_CASE("startup fails with a clear error for inconsistent handler and ownership configuration") {
+  Setup s;
+  const auto expect_config_error = [&](WorkerOptions options, std::vector<HandlerRegistration> handlers,
+                                       const std::string& key) {
+    try {
+      Worker worker(s.pool, std::move(options), std::move(handlers));
+      FAIL("expected ConfigError for " << key);
+    } catch (const ConfigError& e) {
+      CHECK(e.key() == key);
+    }
+  };
+  auto owned_without_handler = s.options();
+  owned_without_handler.owned_consumers = {kAudit};
+  expect_config_error(owned_without_handler, {s.writer(kOrders)}, "worker.consumers");
+
+  expect_config_error(s.options(), {s.writer(kOrders), s.writer(kOrders)}, "handlers");
+
+  auto undeclared_owned = s.options();
+  undeclared_owned.owned_consumers = {"billing.v1"};
+  expect_config_error(undeclared_owned, {s.writer(kOrders)}, "worker.consumers");
+
+  expect_config_error(s.options(), {s.writer("billing.v1")}, "handlers");
+
+  auto short_lease = s.options();
+  short_lease.lease = 2s;
+  short_lease.handler_timeout = 2s;
+  expect_config_error(short_lease, {s.writer()}, "worker.lease");
+}
+
+TEST_CASE("an ingress-only module declares consumers, registers no handlers and never claims") {
+  Setup s;
+  s.inbox.accept(message(kOrders, "m-1"));
+  auto options = s.options();
+  options.enabled = false;
+  Worker worker(s.pool, options, {});
+  CHECK(worker.owned_consumers().empty());
+  worker.start();
+  std::this_thread::sleep_for(300ms);
+  worker.stop();
+  CHECK(worker.drain() == 0);
+  CHECK(s.status_of("m-1") == "PENDING");
+}
+
+TEST_CASE("two workers never process the same claim concurrently and commit each message once") {
+  Setup s;
+  constexpr int kMessages = 400;
+  std::vector<AcceptRequest> batch;
+  for (int i = 0; i < kMessages; ++i) batch.push_back(message(kOrders, "m-" + std::to_string(i)));
+  s.inbox.accept_many(batch);
+
+  std::mutex mutex;
+  std::set<std::string> running;
+  std::atomic<int> overlaps{0};
+  auto tracking = [&, table = s.app_table](const nlohmann::json&, HandlerContext& c) {
+    {
+      std::lock_guard lock(mutex);
+      if (!running.insert(c.message_id).second) ++overlaps;
+    }
+    insert_app_row(table, c);
+    std::this_thread::sleep_for(1ms);
+    std::lock_guard lock(mutex);
+    running.erase(c.message_id);
+  };
+  auto options = s.options();
+  options.concurrency = 3;
+  auto pool_a = ConnectionPool::create({.url = s.db.url(), .size = 6});
+  auto pool_b = ConnectionPool::create({.url = s.db.url(), .size = 6});
+  Worker a(pool_a, options, {{.consumer = kOrders, .supports = {{"thing.happened", 1}}, .handler = handler(tracking)}});
+  Worker b(pool_b, options, {{.consumer = kOrders, .supports = {{"thing.happened", 1}}, .handler = handler(tracking)}});
+  a.start();
+  b.start();
+  CHECK(eventually([&] {
+    return s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == kMessages;
+  }, 60s));
+  a.stop();
+  b.stop();
+  CHECK(overlaps == 0);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows") == kMessages);
+  CHECK(s.db.scalar("SELECT count(DISTINCT message_id) FROM {schema}.app_rows") == kMessages);
+  CHECK(a.stats().completed + b.stats().completed == kMessages);
+  CHECK(a.stats().completed > 0);
+  CHECK(b.stats().completed > 0);
+}
+
+TEST_CASE("a handler that outlives its lease while another worker re-claims and completes commits nothing") {
+  Setup s;
+  s.inbox.accept(message(kOrders, "m-1"));
+  auto slow_options = s.options();
+  slow_options.handler_timeout = 1s;
+  slow_options.lease = 2s;
+  std::atomic<bool> slow_started{false};
+  Worker slow(ConnectionPool::create({.url = s.db.url(), .size = 4}), slow_options,
+              {{.consumer = kOrders,
+                .supports = {{"thing.happened", 1}},
+                .handler = handler([&, table = s.app_table](const nlohmann::json&, HandlerContext& c) {
+                  insert_app_row(table, c);
+                  slow_started = true;
+                  // Ignores its signal and sleeps far past deadline and lease; the server ends
+                  // its idle session, the lease runs out, the other worker takes over.
+                  std::this_thread::sleep_for(4s);
+                  insert_app_row(table, c);
+                })}});
+  // drain() on its own thread: one claim, no dispatcher that could re-claim for itself.
+  std::thread slow_thread([&] { slow.drain(); });
+  REQUIRE(eventually([&] { return slow_started.load(); }, 10s));
+
+  Worker fast(ConnectionPool::create({.url = s.db.url(), .size = 4}), s.options(), {s.writer()});
+  fast.start();
+  CHECK(eventually([&] { return s.status_of("m-1") == "COMPLETED"; }, 15s));
+  slow_thread.join();
+  fast.stop();
+  const auto rows = s.db.query("SELECT attempt FROM {schema}.app_rows");
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0][0].as<int>() == 2);
+  CHECK(s.db.scalar("SELECT attempts FROM {schema}.inbox_receipts") == 2);
+  CHECK(slow.stats().completed == 0);
+  CHECK(slow.stats().stale == 1);
+  CHECK(fast.stats().completed == 1);
+}
+
+TEST_CASE("a handler that sleeps past its deadline ignoring the signal is cut off, rolled back and retried") {
+  Setup s;
+  s.inbox.accept(message(kOrders, "m-1"));
+  auto options = s.options();
+  options.handler_timeout = 300ms;
+  options.lease = 3s;
+  std::atomic<int> calls{0};
+  Worker worker(s.pool, options,
+                {{.consumer = kOrders,
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&, table = s.app_table](const nlohmann::json&, HandlerContext& c) {
+                    ++calls;
+                    insert_app_row(table, c);
+                    if (c.attempt == 1) std::this_thread::sleep_for(600ms);
+                  })}});
+  worker.drain();
+  CHECK(calls == 2);
+  CHECK(s.status_of("m-1") == "COMPLETED");
+  const auto rows = s.db.query("SELECT attempt FROM {schema}.app_rows");
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0][0].as<int>() == 2);
+  CHECK(s.db.query("SELECT last_error_type FROM {schema}.inbox_receipts")[0][0].as<std::string>() ==
+        "HandlerTimeout");
+}
+
+TEST_CASE("a handler stuck in a long query is cancelled at its deadline") {
+  Setup s;
+  s.inbox.accept(message(kOrders, "m-1"));
+  auto options = s.options();
+  options.handler_timeout = 300ms;
+  options.lease = 3s;
+  options.max_attempts = 1;
+  Worker worker(s.pool, options,
+                {{.consumer = kOrders,
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([table = s.app_table](const nlohmann::json&, HandlerContext& c) {
+                    insert_app_row(table, c);
+                    c.tx.exec("SELECT pg_sleep(30)");
+                  })}});
+  const auto started = std::chrono::steady_clock::now();
+  worker.drain();
+  CHECK(std::chrono::steady_clock::now() - started < 10s);
+  CHECK(s.status_of("m-1") == "DEAD");
+  CHECK(s.app_rows("m-1") == 0);
+}
+
+TEST_CASE("a cooperative handler sees its signal fire at the deadline") {
+  Setup s;
+  s.inbox.accept(message(kOrders, "m-1"));
+  auto options = s.options();
+  options.handler_timeout = 200ms;
+  options.lease = 2s;
+  options.max_attempts = 1;
+  std::atomic<bool> saw_cancel{false};
+  std::atomic<bool> callback_ran{false};
+  Worker worker(s.pool, options,
+                {{.consumer = kOrders,
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
+                    CHECK(c.deadline > std::chrono::steady_clock::now());
+                    c.signal.on_cancel([&] { callback_ran = true; });
+                    while (!c.signal.cancelled()) std::this_thread::sleep_for(5ms);
+                    saw_cancel = true;
+                    throw std::runtime_error("stopped cooperatively");
+                  })}});
+  worker.drain();
+  CHECK(saw_cancel);
+  CHECK(callback_ran);
+  CHECK(s.status_of("m-1") == "DEAD");
+}
+
+TEST_CASE("an expired lease on a receipt with attempts left is re-claimed and processed") {
+  Setup s;
+  const auto id = s.inbox.accept(message(kOrders, "m-1")).id;
+  // A worker claimed it and died: PROCESSING with a lease in the past.
+  s.db.query("UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', attempts = 1, "
+             "claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id = " +
+             std::to_string(id));
+  Worker worker(s.pool, s.options(), {s.writer()});
+  worker.drain();
+  CHECK(s.status_of("m-1") == "COMPLETED");
+  CHECK(s.db.scalar("SELECT attempts FROM {schema}.inbox_receipts") == 2);
+  CHECK(s.app_rows("m-1") == 1);
+}
+
+TEST_CASE("an expired lease on a receipt out of attempts makes it DEAD without calling the handler") {
+  Setup s;
+  const auto id = s.inbox.accept(message(kOrders, "m-1")).id;
+  s.db.query("UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', attempts = 5, finished_attempts = 2, "
+             "claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id = " +
+             std::to_string(id));
+  std::atomic<int> calls{0};
+  Worker worker(s.pool, s.options(),  // max_attempts = 5
+                {{.consumer = kOrders,
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&](const nlohmann::json&, HandlerContext&) { ++calls; })}});
+  worker.drain();
+  CHECK(calls == 0);
+  const auto row = s.db.query("SELECT status, dead_reason, last_error_type, last_error, attempts, finished_attempts "
+                              "FROM {schema}.inbox_receipts")[0];
+  CHECK(row[0].as<std::string>() == "DEAD");
+  CHECK(row[1].as<std::string>() == "LEASE_EXPIRED_EXHAUSTED");
+  CHECK(row[2].as<std::string>() == "LeaseExpired");
+  CHECK(row[3].as<std::string>().find("3 ended in lease expiry") != std::string::npos);
+  CHECK(row[4].as<int>() == 5);
+  CHECK(row[5].as<int>() == 2);
+  CHECK(worker.stats().lease_expired == 1);
+}
+
+TEST_CASE("accept wakes an idle worker through NOTIFY well before its poll interval") {
+  Setup s;
+  auto options = s.options();
+  options.poll_interval = 20s;
+  Worker worker(s.pool, options, {s.writer()});
+  worker.start();
+  std::this_thread::sleep_for(300ms);  // the first claim round found nothing; now idle
+  s.inbox.accept(message(kOrders, "m-1"));
+  CHECK(eventually([&] { return s.status_of("m-1") == "COMPLETED"; }, 5s));
+  worker.stop();
+}
+
+TEST_CASE("graceful stop hands back claimed but unstarted receipts without spending an attempt") {
+  Setup s;
+  std::vector<AcceptRequest> batch;
+  for (int i = 0; i < 6; ++i) batch.push_back(message(kOrders, "m-" + std::to_string(i)));
+  s.inbox.accept_many(batch);
+  auto options = s.options();
+  options.concurrency = 1;
+  options.shutdown_grace = 5s;
+  std::atomic<bool> in_handler{false};
+  std::atomic<bool> signalled{false};
+  Worker worker(s.pool, options,
+                {{.consumer = kOrders,
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&, table = s.app_table](const nlohmann::json&, HandlerContext& c) {
+                    insert_app_row(table, c);
+                    in_handler = true;
+                    while (!c.signal.cancelled()) std::this_thread::sleep_for(5ms);
+                    signalled = true;  // finishes its work after the stop signal
+                  })}});
+  worker.start();
+  REQUIRE(eventually([&] { return in_handler.load(); }));
+  std::this_thread::sleep_for(200ms);  // the local queue holds the next claims
+  worker.stop();
+  CHECK(signalled);
+  CHECK(worker.stats().handed_back >= 1);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 1);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'PROCESSING'") == 0);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'PENDING' AND attempts = 0") == 5);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows") == 1);
+}
+
+TEST_CASE("the handler context carries identity, attempt and metadata") {
+  Setup s;
+  auto request = message(kOrders, "m-1");
+  request.metadata = {.traceparent = "00-abc-def-01", .correlation_id = "corr", .causation_id = "cause",
+                      .headers = {{"h", "v"}}};
+  s.inbox.accept(request);
+  std::optional<nlohmann::json> seen;
+  Worker worker(s.pool, s.options(),
+                {{.consumer = kOrders,
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&](const nlohmann::json& payload, HandlerContext& c) {
+                    seen = nlohmann::json{{"payload", payload}, {"scope", c.scope.id},
+                                          {"global", c.scope.kind == Scope::Kind::Global},
+                                          {"source", c.source}, {"consumer", c.consumer},
+                                          {"message", c.message_id}, {"type", c.event_type},
+                                          {"version", c.schema_version}, {"attempt", c.attempt},
+                                          {"trace", c.metadata.traceparent}, {"corr", c.metadata.correlation_id},
+                                          {"cause", c.metadata.causation_id}, {"h", c.metadata.headers.at("h")}};
+                  })}});
+  worker.drain();
+  REQUIRE(seen);
+  CHECK(*seen == nlohmann::json{{"payload", {{"id", "m-1"}}}, {"scope", "t1"}, {"global", false},
+                                {"source", "test"}, {"consumer", kOrders}, {"message", "m-1"},
+                                {"type", "thing.happened"}, {"version", 1}, {"attempt", 1},
+                                {"trace", "00-abc-def-01"}, {"corr", "corr"}, {"cause", "cause"}, {"h", "v"}});
+}
+
+TEST_CASE("a long error message is stored bounded with a visible truncation marker") {
+  Setup s;
+  s.inbox.accept(message(kOrders, "m-1"));
+  auto options = s.options();
+  options.max_error_bytes = 100;
+  options.max_attempts = 1;
+  Worker worker(s.pool, options,
+                {{.consumer = kOrders,
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([](const nlohmann::json&, HandlerContext&) {
+                    throw std::runtime_error(std::string(5000, 'e'));
+                  })}});
+  worker.drain();
+  CHECK(s.db.query("SELECT last_error FROM {schema}.inbox_receipts")[0][0].as<std::string>() ==
+        std::string(100, 'e') + "…[truncated 4900 bytes]");
+}

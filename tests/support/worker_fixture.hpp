@@ -1,0 +1,50 @@
+// Shared pieces of the worker tests: an application table without a unique constraint
+// (so a double commit would show as two rows) and handlers built from lambdas.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "boxcar/inbox/handler.hpp"
+#include "boxcar/inbox/inbox.hpp"
+#include "test_database.hpp"
+
+namespace boxcar::testing {
+
+class LambdaHandler final : public InboxHandler {
+ public:
+  using Body = std::function<void(const nlohmann::json&, HandlerContext&)>;
+  explicit LambdaHandler(Body body) : body_(std::move(body)) {}
+  void handle(const nlohmann::json& payload, HandlerContext& context) override { body_(payload, context); }
+
+ private:
+  Body body_;
+};
+
+inline std::shared_ptr<InboxHandler> handler(LambdaHandler::Body body) {
+  return std::make_shared<LambdaHandler>(std::move(body));
+}
+
+/// Creates {schema}.app_rows (message_id text, attempt int) with no unique constraint.
+inline void create_app_table(TestDatabase& db) {
+  db.query("CREATE TABLE {schema}.app_rows (message_id text NOT NULL, attempt int NOT NULL)");
+}
+
+/// The handler write every test uses: one app row in context.tx.
+inline void insert_app_row(const std::string& schema_qualified_table, HandlerContext& context) {
+  context.tx.exec("INSERT INTO " + schema_qualified_table + " (message_id, attempt) VALUES ($1, $2)",
+                  context.message_id, context.attempt);
+}
+
+inline AcceptRequest message(const std::string& consumer, const std::string& id,
+                             const std::string& event_type = "thing.happened", int version = 1) {
+  return {.scope = Scope::tenant("t1"),
+          .source = "test",
+          .consumer = consumer,
+          .message_id = id,
+          .event_type = event_type,
+          .schema_version = version,
+          .payload = {{"id", id}}};
+}
+
+}  // namespace boxcar::testing
