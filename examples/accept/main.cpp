@@ -1,9 +1,10 @@
 // The README's accept() example: an ingress that records one message durably before it
 // would acknowledge it to its transport.
 //
-//   BOXCAR_DATABASE_URL=postgresql://... example_accept
+//   BOXCAR_DATABASE_URL=postgresql://... [BOXCAR_SCHEMA=boxcar] example_accept
 #include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/runtime/migrate.hpp"
@@ -14,10 +15,12 @@ int main() {
     std::cerr << "set BOXCAR_DATABASE_URL\n";
     return 2;
   }
-  boxcar::migrate(url);  // schema "boxcar"; idempotent
+  const char* schema_env = std::getenv("BOXCAR_SCHEMA");
+  const std::string schema = schema_env ? schema_env : "boxcar";
+  boxcar::migrate(url, {.schema = schema});  // idempotent; also `boxcar migrate`
 
   auto pool = boxcar::ConnectionPool::create({.url = url});
-  boxcar::Inbox inbox(pool, {.consumers = {"orders.projection.v1"}});
+  boxcar::Inbox inbox(pool, {.schema = schema, .consumers = {"orders.projection.v1"}});
 
   const nlohmann::json event = {{"id", "evt-1001"}, {"orderId", "o-42"}, {"total", 99.5}};
   try {

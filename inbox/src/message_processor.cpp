@@ -320,17 +320,23 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
         connection.cancel_query();
       });
       const bool savepoints = options_.batch_failure_mode == BatchFailureMode::Savepoint;
+      // One round trip between two handlers: release the previous savepoint and open the
+      // next in one simple query. COMMIT releases the last one.
+      bool savepoint_open = false;
       for (const auto* r : locked) {
-        if (savepoints) tx.exec("SAVEPOINT boxcar_message");
+        if (savepoints) {
+          tx.work().exec(savepoint_open ? "RELEASE SAVEPOINT boxcar_message; SAVEPOINT boxcar_message"
+                                        : "SAVEPOINT boxcar_message");
+          savepoint_open = true;
+        }
         try {
           invoke(*r, tx, deadline, source.signal());
-          if (savepoints) tx.exec("RELEASE SAVEPOINT boxcar_message");
           succeeded.push_back(r);
         } catch (...) {
           if (!savepoints || Clock::now() >= deadline) throw;
           FailureRecord failure = describe_current_exception(*r, deadline);
           // Throws when the transaction itself is broken: then the batch fails as a whole.
-          tx.exec("ROLLBACK TO SAVEPOINT boxcar_message");
+          tx.work().exec("ROLLBACK TO SAVEPOINT boxcar_message");
           record_failure(*r, std::move(failure), &tx);
           ++failed_in_tx;
         }

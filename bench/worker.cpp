@@ -1,0 +1,302 @@
+// bench_worker: how fast boxcar::Worker drains accepted messages, beside plain-libpqxx
+// loops doing the same work on the same table shape, measured in the same run; and the
+// accept -> handler-start latency with LISTEN/NOTIFY at a fixed offered rate.
+//
+//   scripts/bench worker [--rounds N] [--messages M]
+//
+// Every drain starts from M accepted (PENDING) messages; the handler inserts one row
+// into an application table in context.tx. Cases at 1, 4 and 16 handler threads:
+//   per_message_tN  Worker{batch_size = 1}  vs (a): claim 32 with SKIP LOCKED, then per
+//                   message one transaction: lock the row under its token, insert the
+//                   app row, complete it;
+//   batched_tN      Worker{batch_size = 32, Savepoint mode} vs (b): claim 32 with SKIP LOCKED, then one
+//                   transaction with 32 app-row INSERTs and one UPDATE completing the 32.
+//   batched_rerun_t16  the same in Rerun mode.
+// The last lines are `ratio CASE VALUE TARGET` for the 16-thread cases.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <iomanip>
+#include <iostream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <pqxx/pqxx>
+
+#include "boxcar/inbox/inbox.hpp"
+#include "boxcar/inbox/worker.hpp"
+#include "boxcar/runtime/migrate.hpp"
+#include "boxcar/runtime/sql_identifier.hpp"
+#include "harness.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using boxcar::bench::Admin;
+using boxcar::bench::CaseResult;
+using boxcar::bench::Measurement;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kBoxcarSchema = "bench_worker_boxcar";
+constexpr const char* kRawSchema = "bench_worker_raw";
+constexpr const char* kConsumer = "bench.v1";
+constexpr std::size_t kClaim = 32;
+constexpr double kTargetPerMessage = 0.80;
+constexpr double kTargetBatched = 0.70;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+boxcar::AcceptRequest message(int i) {
+  return {.scope = boxcar::Scope::tenant("tenant-1"),
+          .source = "bench",
+          .consumer = kConsumer,
+          .message_id = "m-" + std::to_string(i),
+          .event_type = "order.created",
+          .schema_version = 1,
+          .payload = {{"orderId", "o-" + std::to_string(i)}, {"total", 12.5}}};
+}
+
+// Fills both schemas' inbox tables with `count` PENDING messages (untimed).
+void load(const std::string& url, int count) {
+  Admin admin(url);
+  for (const char* schema : {kBoxcarSchema, kRawSchema}) {
+    admin.exec(std::string("TRUNCATE ") + schema + ".inbox_receipts, " + schema + ".app_rows");
+  }
+  auto pool = boxcar::ConnectionPool::create({.url = url, .size = 4});
+  boxcar::Inbox inbox(pool, {.schema = kBoxcarSchema, .consumers = {kConsumer}, .notify = false});
+  std::vector<boxcar::AcceptRequest> batch;
+  for (int i = 0; i < count; ++i) {
+    batch.push_back(message(i));
+    if (batch.size() == 1000 || i + 1 == count) {
+      for (const auto& r : inbox.accept_many(batch)) r.rethrow_if_error();
+      batch.clear();
+    }
+  }
+  // The baseline drains an identical copy.
+  admin.exec(std::string("INSERT INTO ") + kRawSchema + ".inbox_receipts (scope_kind, scope_id, source, consumer, "
+             "message_id, event_type, schema_version, payload, metadata, fingerprint) SELECT scope_kind, scope_id, "
+             "source, consumer, message_id, event_type, schema_version, payload, metadata, fingerprint FROM " +
+             kBoxcarSchema + ".inbox_receipts");
+  admin.exec(std::string("VACUUM ANALYZE ") + kBoxcarSchema + ".inbox_receipts");
+  admin.exec(std::string("VACUUM ANALYZE ") + kRawSchema + ".inbox_receipts");
+  admin.checkpoint();
+}
+
+class InsertRow final : public boxcar::InboxHandler {
+ public:
+  void handle(const nlohmann::json&, boxcar::HandlerContext& context) override {
+    context.tx.exec_prepared("bench.app_row", std::string("INSERT INTO ") + kBoxcarSchema +
+                                                  ".app_rows (message_id, attempt) VALUES ($1, $2)",
+                             context.message_id, context.attempt);
+  }
+};
+
+Measurement drain_boxcar(const std::string& url, int threads, std::size_t batch_size, int count,
+                         boxcar::BatchFailureMode mode = boxcar::BatchFailureMode::Savepoint) {
+  auto pool = boxcar::ConnectionPool::create({.url = url, .size = static_cast<std::size_t>(threads) + 2});
+  boxcar::Worker worker(pool,
+                        {.schema = kBoxcarSchema,
+                         .consumers = {kConsumer},
+                         .concurrency = static_cast<std::size_t>(threads),
+                         .batch_size = batch_size,
+                         .batch_failure_mode = mode,
+                         .claim_limit = kClaim,
+                         .lease = 60s,
+                         .handler_timeout = 30s,
+                         .poll_interval = 50ms},
+                        {{.consumer = kConsumer, .supports = {{"order.created", 1}},
+                          .handler = std::make_shared<InsertRow>()}});
+  const auto start = Clock::now();
+  worker.start();
+  while (worker.stats().completed < static_cast<std::uint64_t>(count)) std::this_thread::sleep_for(1ms);
+  const double elapsed = seconds_since(start);
+  worker.stop();
+  return {.units = static_cast<std::uint64_t>(count), .seconds = elapsed};
+}
+
+// The baselines' claim: the same statement shape Boxcar uses.
+const std::string kRawClaim = std::string(R"sql(
+WITH due AS (
+    SELECT id FROM )sql") + kRawSchema + R"sql(.inbox_receipts
+    WHERE consumer = $1 AND status IN ('PENDING', 'RETRYABLE') AND available_at <= now()
+    ORDER BY available_at
+    LIMIT $2
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+UPDATE )sql" + kRawSchema + R"sql(.inbox_receipts AS r
+SET status = 'PROCESSING', claim_token = gen_random_uuid(),
+    lease_expires_at = now() + interval '60 seconds', attempts = r.attempts + 1, updated_at = now()
+FROM due WHERE r.id = due.id
+RETURNING r.id, r.claim_token::text, r.message_id, r.attempts
+)sql";
+
+Measurement drain_raw(const std::string& url, int threads, bool batched) {
+  std::atomic<std::uint64_t> done{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  const std::string raw = kRawSchema;
+  const auto start = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      try {
+        pqxx::connection c(url);
+        c.prepare("claim", kRawClaim);
+        c.prepare("lock", "SELECT id FROM " + raw + ".inbox_receipts WHERE id = $1 AND claim_token = $2::uuid "
+                          "FOR NO KEY UPDATE");
+        c.prepare("app", "INSERT INTO " + raw + ".app_rows (message_id, attempt) VALUES ($1, $2)");
+        c.prepare("complete", "UPDATE " + raw + ".inbox_receipts SET status = 'COMPLETED', claim_token = NULL, "
+                              "lease_expires_at = NULL, finished_attempts = finished_attempts + 1, "
+                              "completed_at = now(), updated_at = now() "
+                              "WHERE id = $1 AND claim_token = $2::uuid AND status = 'PROCESSING'");
+        c.prepare("complete_many",
+                  "UPDATE " + raw + ".inbox_receipts AS r SET status = 'COMPLETED', claim_token = NULL, "
+                  "lease_expires_at = NULL, finished_attempts = r.finished_attempts + 1, completed_at = now(), "
+                  "updated_at = now() FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token) "
+                  "WHERE r.id = c.id AND r.claim_token = c.token AND r.status = 'PROCESSING'");
+        while (!failed) {
+          pqxx::result claimed;
+          {
+            pqxx::nontransaction n(c);
+            claimed = n.exec_prepared("claim", kConsumer, static_cast<int>(kClaim));
+          }
+          if (claimed.empty()) return;
+          if (!batched) {
+            for (const auto& row : claimed) {
+              pqxx::work w(c);
+              w.exec_prepared("lock", row[0].as<long long>(), row[1].c_str());
+              w.exec_prepared("app", row[2].c_str(), row[3].as<int>());
+              w.exec_prepared("complete", row[0].as<long long>(), row[1].c_str());
+              w.commit();
+            }
+          } else {
+            pqxx::work w(c);
+            std::string ids = "{", tokens = "{";
+            for (const auto& row : claimed) {
+              w.exec_prepared("app", row[2].c_str(), row[3].as<int>());
+              ids += (ids.size() > 1 ? "," : "") + std::string(row[0].c_str());
+              tokens += (tokens.size() > 1 ? "," : "") + std::string(row[1].c_str());
+            }
+            w.exec_prepared("complete_many", ids + "}", tokens + "}");
+            w.commit();
+          }
+          done += claimed.size();
+        }
+      } catch (...) {
+        std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+        failed = true;
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  return {.units = done.load(), .seconds = seconds_since(start)};
+}
+
+// accept() at a fixed offered rate while a Worker waits idle on LISTEN/NOTIFY; latency
+// from accept() returning (the receipt committed) to the handler starting.
+void measure_latency(const std::string& url, int rate, double seconds) {
+  Admin(url).exec(std::string("TRUNCATE ") + kBoxcarSchema + ".inbox_receipts");
+  const int total = static_cast<int>(rate * seconds);
+  std::vector<Clock::time_point> accepted_at(static_cast<std::size_t>(total));
+  std::vector<Clock::time_point> started_at(static_cast<std::size_t>(total));
+
+  struct Recorder final : boxcar::InboxHandler {
+    std::vector<Clock::time_point>& started;
+    explicit Recorder(std::vector<Clock::time_point>& s) : started(s) {}
+    void handle(const nlohmann::json& payload, boxcar::HandlerContext&) override {
+      started[payload.at("i").get<std::size_t>()] = Clock::now();
+    }
+  };
+  auto pool = boxcar::ConnectionPool::create({.url = url, .size = 8});
+  boxcar::Inbox inbox(pool, {.schema = kBoxcarSchema, .consumers = {kConsumer}});
+  boxcar::Worker worker(pool,
+                        {.schema = kBoxcarSchema, .consumers = {kConsumer}, .concurrency = 4,
+                         .lease = 60s, .handler_timeout = 30s, .poll_interval = 1000ms},
+                        {{.consumer = kConsumer, .supports = {{"tick", 1}},
+                          .handler = std::make_shared<Recorder>(started_at)}});
+  worker.start();
+  std::this_thread::sleep_for(300ms);
+  const auto interval = std::chrono::nanoseconds(1'000'000'000 / rate);
+  auto next = Clock::now();
+  for (int i = 0; i < total; ++i) {
+    std::this_thread::sleep_until(next);
+    next += interval;
+    inbox.accept({.scope = boxcar::Scope::global(), .source = "latency", .consumer = kConsumer,
+                  .message_id = "l-" + std::to_string(i), .event_type = "tick", .schema_version = 1,
+                  .payload = {{"i", i}}});
+    accepted_at[static_cast<std::size_t>(i)] = Clock::now();
+  }
+  while (worker.stats().completed < static_cast<std::uint64_t>(total)) std::this_thread::sleep_for(5ms);
+  worker.stop();
+  std::vector<double> ms;
+  for (int i = 0; i < total; ++i)
+    ms.push_back(std::chrono::duration<double, std::milli>(started_at[static_cast<std::size_t>(i)] -
+                                                           accepted_at[static_cast<std::size_t>(i)])
+                     .count());
+  std::sort(ms.begin(), ms.end());
+  const auto pct = [&](double p) { return ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * ms.size()))]; };
+  std::cout << "\nlatency accept->handler start at " << rate << " msg/s offered, " << total
+            << " messages (NOTIFY wake-ups, poll fallback 1 s):\n"
+            << std::fixed << std::setprecision(2) << "  p50 " << pct(0.50) << " ms   p90 " << pct(0.90)
+            << " ms   p99 " << pct(0.99) << " ms   max " << ms.back() << " ms\n";
+  std::cout << "latency p50_ms " << pct(0.50) << " 2.00\nlatency p99_ms " << pct(0.99) << " 10.00\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    int messages = 20000;
+    std::vector<char*> rest{argv[0]};
+    for (int i = 1; i < argc; ++i) {
+      if (std::string(argv[i]) == "--messages" && i + 1 < argc) messages = std::stoi(argv[++i]);
+      else rest.push_back(argv[i]);
+    }
+    const auto options = boxcar::bench::parse_options(static_cast<int>(rest.size()), rest.data());
+    const int rounds = std::min(options.rounds, 2);
+    const std::string& url = options.database_url;
+    for (const char* schema : {kBoxcarSchema, kRawSchema}) {
+      Admin(url).exec(std::string("DROP SCHEMA IF EXISTS ") + schema + " CASCADE");
+      boxcar::migrate(url, {.schema = schema});
+      Admin(url).exec(std::string("CREATE TABLE ") + schema + ".app_rows (message_id text NOT NULL, attempt int NOT NULL)");
+    }
+    std::cout << "bench_worker: drain " << messages << " accepted messages, handler inserts one row; "
+              << rounds << " interleaved rounds per case, medians\n";
+    std::vector<CaseResult> results;
+    for (const bool batched : {false, true}) {
+      for (const int threads : {1, 4, 16}) {
+        const std::string name = std::string(batched ? "batched_t" : "per_message_t") + std::to_string(threads);
+        results.push_back(boxcar::bench::compare(
+            name, std::to_string(threads) + " threads, msg/s" + (batched ? ", batch 32 vs (b)" : " vs (a)"), rounds,
+            [&] { load(url, messages); }, [&] { return drain_raw(url, threads, batched); },
+            [&] { return drain_boxcar(url, threads, batched ? kClaim : 1, messages); }, std::cout));
+      }
+    }
+    // The other way to survive a failing handler in a batch, on the same footing.
+    results.push_back(boxcar::bench::compare(
+        "batched_rerun_t16", "16 threads, msg/s, batch 32 (Rerun mode) vs (b)", rounds, [&] { load(url, messages); },
+        [&] { return drain_raw(url, 16, true); },
+        [&] { return drain_boxcar(url, 16, kClaim, messages, boxcar::BatchFailureMode::Rerun); }, std::cout));
+    measure_latency(url, 500, 6.0);
+    std::cout << "\n";
+    boxcar::bench::print_table(std::cout, results);
+    std::cout << "\n";
+    for (const auto& r : results) {
+      if (r.name == "per_message_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetPerMessage);
+      if (r.name == "batched_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetBatched);
+    }
+    return 0;
+  } catch (const boxcar::bench::UsageError& e) {
+    std::cerr << e.what() << "\n" << boxcar::bench::usage(argv[0]);
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_worker failed: " << e.what() << "\n";
+    return 1;
+  }
+}
