@@ -41,9 +41,25 @@ InboxConflictError conflict_error(const detail::PreparedRequest& p, std::int64_t
                        " with different content; the stored record is unchanged");
 }
 
-// One JSON string, escaped; the fields were validated as UTF-8 without U+0000.
+// One JSON string. The fields were validated as UTF-8 without U+0000, so only quotes,
+// backslashes and control characters need escaping.
 void append_json_string(std::string& out, const std::string& value) {
-  out += canonicalize(nlohmann::json(value));
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (const char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      out += "\\u00";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
 }
 
 // A storage attempt that should simply run again: a concurrent batch deadlocked with
@@ -55,7 +71,7 @@ constexpr int kMaxRounds = 3;
 
 struct Inbox::Queries {
   std::string insert, lookup, insert_many, lookup_many;
-  std::string insert_name, lookup_name;
+  std::string insert_name, lookup_name, insert_many_name, lookup_many_name;
   std::unordered_set<std::string> consumers;
 };
 
@@ -91,6 +107,8 @@ Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
   queries_->lookup_many = with_schema(inbox_sql::kLookupMany, quoted);
   queries_->insert_name = "boxcar.inbox.insert." + schema;
   queries_->lookup_name = "boxcar.inbox.lookup." + schema;
+  queries_->insert_many_name = "boxcar.inbox.insert_many." + schema;
+  queries_->lookup_many_name = "boxcar.inbox.lookup_many." + schema;
   if (options_.notify)
     notifier_ = std::make_unique<AsyncNotifier>(pool_->connection_string(), notify_channel(schema));
 }
@@ -172,6 +190,7 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
 
   // Sorted by identity (std::map order), so concurrent batches take locks in one order.
   std::string records = "[";
+  records.reserve(leaders.size() * 256);
   for (const auto& [key, i] : leaders) {
     const auto& p = *prepared[i];
     if (records.size() > 1) records += ',';
@@ -207,7 +226,7 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
     bool committing = false;
     try {
       Tx tx = pool_->begin();
-      for (const auto& row : tx.exec(queries_->insert_many, records)) {
+      for (const auto& row : tx.exec_prepared(queries_->insert_many_name, queries_->insert_many, records)) {
         detail::PreparedRequest key_of;
         key_of.scope_kind = row[2].c_str();
         key_of.scope_id = row[3].c_str();
@@ -219,7 +238,7 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
                              prepared[leaders.at(key)]->fingerprint, true};
       }
       if (stored.size() < leaders.size()) {
-        for (const auto& row : tx.exec(queries_->lookup_many, records)) {
+        for (const auto& row : tx.exec_prepared(queries_->lookup_many_name, queries_->lookup_many, records)) {
           const auto i = row[0].as<std::size_t>();
           if (stored.contains(keys[i])) continue;
           stored[keys[i]] = Stored{row[1].as<std::int64_t>(), parse_receipt_status(row[2].c_str()),

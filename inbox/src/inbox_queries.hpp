@@ -29,8 +29,10 @@ WHERE consumer = $1
 )sql";
 
 // accept_many: every new identity of the batch in one statement. $1 is a JSON array of
-// {"i","sk","si","src","c","m","et","sv","p","md","fp"} records, sorted by identity so
-// that concurrent batches lock identities in the same order.
+// {"i","sk","si","src","c","m","et","sv","p","md","fp"} records sorted by identity; the
+// function scan yields them in array order and the insert takes them in that order, so
+// concurrent batches lock identities in one order (no ORDER BY: sorting by the input
+// position "i" would undo it).
 inline constexpr const char* kInsertMany = R"sql(
 INSERT INTO {schema}.inbox_receipts
     (scope_kind, scope_id, source, consumer, message_id,
@@ -39,7 +41,6 @@ SELECT b.sk, b.si, b.src, b.c, b.m, b.et, b.sv, b.p, b.md, b.fp
 FROM jsonb_to_recordset($1::jsonb)
     AS b(i integer, sk text, si text, src text, c text, m text,
          et text, sv integer, p jsonb, md jsonb, fp text)
-ORDER BY b.i
 ON CONFLICT (consumer, source, scope_kind, scope_id, message_id) DO NOTHING
 RETURNING id, status, scope_kind, scope_id, source, consumer, message_id
 )sql";

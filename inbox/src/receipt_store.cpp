@@ -43,13 +43,19 @@ pqxx::result autocommit(ConnectionPool& pool, const std::string& name, const std
 
 std::string id_array(std::span<const ClaimedReceipt* const> receipts) {
   std::string out = "{";
-  for (const auto* r : receipts) out += (out.size() > 1 ? "," : "") + std::to_string(r->id);
+  for (const auto* r : receipts) {
+    if (out.size() > 1) out += ',';
+    out += std::to_string(r->id);
+  }
   return out + "}";
 }
 
 std::string token_array(std::span<const ClaimedReceipt* const> receipts) {
   std::string out = "{";
-  for (const auto* r : receipts) out += (out.size() > 1 ? "," : "") + r->claim_token;
+  for (const auto* r : receipts) {
+    if (out.size() > 1) out += ',';
+    out += r->claim_token;
+  }
   return out + "}";
 }
 

@@ -48,11 +48,25 @@ void AsyncNotifier::run() {
     sending_ = true;
     lock.unlock();
     try {
-      if (!connection || !connection->is_open())
+      if (!connection || !connection->is_open()) {
         connection = std::make_unique<pqxx::connection>(connection_string_);
-      pqxx::work tx(*connection);
-      for (const auto& payload : batch) tx.exec_params("SELECT pg_notify($1, $2)", channel_, payload);
-      tx.commit();
+        // Notifications are hints (listeners also poll): never wait for a WAL flush.
+        pqxx::nontransaction(*connection).exec("SET synchronous_commit = off");
+      }
+      std::string payloads = "{";
+      for (const auto& payload : batch) {
+        if (payloads.size() > 1) payloads += ',';
+        payloads += '"';
+        for (char c : payload) {
+          if (c == '"' || c == '\\') payloads += '\\';
+          payloads += c;
+        }
+        payloads += '"';
+      }
+      payloads += '}';
+      // One autocommit statement for everything that accumulated while the last one ran.
+      pqxx::nontransaction(*connection)
+          .exec_params("SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload", channel_, payloads);
     } catch (const std::exception& e) {
       connection.reset();
       spdlog::warn("notify on channel {} failed, listeners fall back to polling: {}", channel_,

@@ -115,3 +115,22 @@ TEST_CASE("overlapping batches from many threads record each identity exactly on
   CHECK(accepted == 50);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 50);
 }
+
+TEST_CASE("accept_many stores identities with quotes, backslashes, control characters and Unicode exactly") {
+  TestDatabase db;
+  Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {"orders.v1"}, .notify = false});
+  const std::string tricky = "q\"b\\s\n\t\x01 €😀";
+  auto request = item(tricky);
+  request.source = "src \"quoted\" \\ ü";
+  std::vector<AcceptRequest> batch = {request};
+  const auto results = inbox.accept_many(batch);
+  REQUIRE(results[0].ok());
+  CHECK(results[0].receipt().kind == Receipt::Kind::Accepted);
+  pqxx::connection c(db.url());
+  pqxx::nontransaction tx(c);
+  const auto row = tx.exec_params1(db.qualified("SELECT message_id, source FROM {schema}.inbox_receipts"));
+  CHECK(row[0].as<std::string>() == tricky);
+  CHECK(row[1].as<std::string>() == request.source);
+  // The single-message path sees the same identity.
+  CHECK(inbox.accept(request).kind == Receipt::Kind::Duplicate);
+}
