@@ -10,8 +10,11 @@
 
 namespace boxcar {
 
-AsyncNotifier::AsyncNotifier(std::string connection_string, std::string channel)
-    : connection_string_(std::move(connection_string)), channel_(std::move(channel)) {
+AsyncNotifier::AsyncNotifier(std::string connection_string, std::string channel,
+                             std::chrono::microseconds min_interval)
+    : connection_string_(std::move(connection_string)),
+      channel_(std::move(channel)),
+      min_interval_(min_interval) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -40,9 +43,14 @@ void AsyncNotifier::flush() {
 void AsyncNotifier::run() {
   std::unique_ptr<pqxx::connection> connection;
   std::unique_lock lock(mutex_);
+  auto next_send = std::chrono::steady_clock::now();
   while (true) {
     wake_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
     if (pending_.empty()) break;  // stopping with nothing left to send
+    // Within min_interval of the last send: let more keys accumulate into one statement.
+    if (!stopping_ && std::chrono::steady_clock::now() < next_send) {
+      wake_.wait_until(lock, next_send, [&] { return stopping_; });
+    }
     std::set<std::string> batch;
     batch.swap(pending_);
     sending_ = true;
@@ -75,6 +83,7 @@ void AsyncNotifier::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     lock.lock();
+    next_send = std::chrono::steady_clock::now() + min_interval_;
     sending_ = false;
     idle_.notify_all();
   }

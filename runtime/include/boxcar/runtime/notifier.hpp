@@ -10,6 +10,7 @@
 // Thread-safety: notify() may be called from any thread; it never blocks on I/O.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -22,8 +23,11 @@ namespace boxcar {
 class AsyncNotifier {
  public:
   /// `connection_string` is used for the notifier's own connection (opened lazily and
-  /// reopened after failures); `channel` is the NOTIFY channel.
-  AsyncNotifier(std::string connection_string, std::string channel);
+  /// reopened after failures); `channel` is the NOTIFY channel. After a send the next
+  /// one waits at least `min_interval`: a key marked dirty after a quiet period goes out
+  /// at once, a busy stream costs at most one notification per interval.
+  AsyncNotifier(std::string connection_string, std::string channel,
+                std::chrono::microseconds min_interval = std::chrono::milliseconds(1));
   ~AsyncNotifier();
   AsyncNotifier(const AsyncNotifier&) = delete;
   AsyncNotifier& operator=(const AsyncNotifier&) = delete;
@@ -41,6 +45,7 @@ class AsyncNotifier {
 
   std::string connection_string_;
   std::string channel_;
+  std::chrono::microseconds min_interval_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable idle_;
