@@ -70,12 +70,23 @@ std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& option
 
 }  // namespace
 
+// Handler threads and the dispatcher's claims share the pool: a smaller pool would
+// starve them into DATABASE_POOL_TIMEOUT failures that look like handler errors.
+bool check_pool(const ConnectionPool& pool, const WorkerOptions& options) {
+  if (options.enabled && pool.options().size < options.concurrency + 1)
+    throw ConfigError("pool.size", "must be at least worker.concurrency + 1 (" +
+                                       std::to_string(options.concurrency + 1) + "), is " +
+                                       std::to_string(pool.options().size));
+  return true;
+}
+
 class Worker::Impl {
  public:
   Impl(std::shared_ptr<ConnectionPool> pool, WorkerOptions options, std::vector<HandlerRegistration> handlers)
-      : pool_(std::move(pool)),
+      : pool_(pool ? std::move(pool) : throw ConfigError("worker.pool", "a connection pool is required")),
         options_(std::move(options)),
         handlers_(validate(options_, handlers, owned_)),
+        pool_check_(check_pool(*pool_, options_)),
         store_(pool_, options_.schema),
         processor_(pool_, store_, handlers_, options_, stats_, in_flight_),
         log_(logger("worker")) {
@@ -306,6 +317,7 @@ class Worker::Impl {
   WorkerOptions options_;
   std::vector<std::string> owned_;
   std::map<std::string, detail::HandlerEntry> handlers_;
+  bool pool_check_;
   detail::ReceiptStore store_;
   detail::AtomicWorkerStats stats_;
   detail::InFlightRegistry in_flight_;

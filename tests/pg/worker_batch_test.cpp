@@ -14,7 +14,7 @@ namespace {
 void run_batch_with_one_failure(BatchFailureMode mode) {
   TestDatabase db;
   create_app_table(db);
-  auto pool = db.pool(4);
+  auto pool = db.pool(6);
   Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
   std::vector<AcceptRequest> batch;
   for (int i = 0; i < 10; ++i) batch.push_back(message("c.v1", "m-" + std::to_string(i)));
@@ -63,7 +63,7 @@ TEST_CASE("batched mode with re-run falls back to one transaction per message wh
 TEST_CASE("a batch that runs past its deadline commits nothing and every message retries") {
   TestDatabase db;
   create_app_table(db);
-  auto pool = db.pool(4);
+  auto pool = db.pool(6);
   Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
   std::vector<AcceptRequest> batch;
   for (int i = 0; i < 5; ++i) batch.push_back(message("c.v1", "m-" + std::to_string(i)));

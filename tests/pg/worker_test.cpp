@@ -236,6 +236,10 @@ TEST_CASE("startup fails with a clear error for inconsistent handler and ownersh
   short_lease.lease = 2s;
   short_lease.handler_timeout = 2s;
   expect_config_error(short_lease, {s.writer()}, "worker.lease");
+
+  auto too_many_threads = s.options();
+  too_many_threads.concurrency = 12;  // the pool has 12 connections: one short
+  expect_config_error(too_many_threads, {s.writer()}, "pool.size");
 }
 
 TEST_CASE("an ingress-only module declares consumers, registers no handlers and never claims") {
@@ -300,7 +304,7 @@ TEST_CASE("a handler that outlives its lease while another worker re-claims and 
   slow_options.handler_timeout = 1s;
   slow_options.lease = 2s;
   std::atomic<bool> slow_started{false};
-  Worker slow(ConnectionPool::create({.url = s.db.url(), .size = 4}), slow_options,
+  Worker slow(ConnectionPool::create({.url = s.db.url(), .size = 6}), slow_options,
               {{.consumer = kOrders,
                 .supports = {{"thing.happened", 1}},
                 .handler = handler([&, table = s.app_table](const nlohmann::json&, HandlerContext& c) {
@@ -315,7 +319,7 @@ TEST_CASE("a handler that outlives its lease while another worker re-claims and 
   std::thread slow_thread([&] { slow.drain(); });
   REQUIRE(eventually([&] { return slow_started.load(); }, 10s));
 
-  Worker fast(ConnectionPool::create({.url = s.db.url(), .size = 4}), s.options(), {s.writer()});
+  Worker fast(ConnectionPool::create({.url = s.db.url(), .size = 6}), s.options(), {s.writer()});
   fast.start();
   CHECK(eventually([&] { return s.status_of("m-1") == "COMPLETED"; }, 15s));
   slow_thread.join();

@@ -30,13 +30,15 @@ struct BackoffOptions {
   std::chrono::milliseconds cap{std::chrono::minutes(5)};
 };
 
-/// What a failed batch does when batch_size > 1 (see docs/worker.md).
+/// What a failed batch does when batch_size > 1 (docs/worker.md; the default was chosen
+/// from the measurements in docs/benchmarks.md).
 enum class BatchFailureMode {
   /// Each handler runs inside a savepoint; a failure rolls back to it and records that
-  /// message's retry/DEAD in the same transaction.
+  /// message's retry/DEAD in the same transaction. Costs a round trip per message.
   Savepoint,
-  /// The batch runs without savepoints; when a handler fails the whole transaction
-  /// rolls back and the batch is re-run one message per transaction.
+  /// The batch runs without savepoints (fastest when nothing fails); when a handler fails
+  /// the whole transaction rolls back and the batch is re-run one message per
+  /// transaction, so handlers before the failing one run twice (one commit each at most).
   Rerun,
 };
 
@@ -54,7 +56,7 @@ struct WorkerOptions {
   std::size_t concurrency = 4;
   /// Messages handled in one transaction (1: one transaction per message).
   std::size_t batch_size = 1;
-  BatchFailureMode batch_failure_mode = BatchFailureMode::Savepoint;
+  BatchFailureMode batch_failure_mode = BatchFailureMode::Rerun;
   /// Most receipts claimed by one claim statement.
   std::size_t claim_limit = 32;
   /// How long a claim is owned. Must exceed handler_timeout plus commit time.
@@ -92,7 +94,8 @@ class Worker {
   /// @throws ConfigError naming the key: "worker.consumers" for an owned consumer with no
   ///   handler or not declared, "handlers" for two handlers of one consumer or a handler
   ///   of an undeclared consumer, "worker.lease" when the lease does not exceed the
-  ///   handler timeout by at least a second, and for zero/negative sizes.
+  ///   handler timeout by at least a second, "pool.size" when the pool has fewer than
+  ///   concurrency + 1 connections, and for zero/negative sizes.
   Worker(std::shared_ptr<ConnectionPool> pool, WorkerOptions options,
          std::vector<HandlerRegistration> handlers);
   ~Worker();  // stop()
