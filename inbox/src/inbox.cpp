@@ -19,14 +19,6 @@
 namespace boxcar {
 namespace {
 
-std::string with_schema(std::string_view sql, const std::string& quoted_schema) {
-  std::string out(sql);
-  const std::string marker = "{schema}";
-  for (auto pos = out.find(marker); pos != std::string::npos; pos = out.find(marker, pos))
-    out.replace(pos, marker.size(), quoted_schema), pos += quoted_schema.size();
-  return out;
-}
-
 InboxStorageError storage_error(std::exception_ptr error, std::string_view doing,
                                 bool commit_in_flight) {
   const DatabaseError e = to_database_error(std::move(error), doing, commit_in_flight);
@@ -100,11 +92,10 @@ Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
     }
     queries_->consumers.insert(consumer);
   }
-  const std::string quoted = quote_identifier(schema);
-  queries_->insert = with_schema(inbox_sql::kInsert, quoted);
-  queries_->lookup = with_schema(inbox_sql::kLookup, quoted);
-  queries_->insert_many = with_schema(inbox_sql::kInsertMany, quoted);
-  queries_->lookup_many = with_schema(inbox_sql::kLookupMany, quoted);
+  queries_->insert = with_schema(inbox_sql::kInsert, schema);
+  queries_->lookup = with_schema(inbox_sql::kLookup, schema);
+  queries_->insert_many = with_schema(inbox_sql::kInsertMany, schema);
+  queries_->lookup_many = with_schema(inbox_sql::kLookupMany, schema);
   queries_->insert_name = "boxcar.inbox.insert." + schema;
   queries_->lookup_name = "boxcar.inbox.lookup." + schema;
   queries_->insert_many_name = "boxcar.inbox.insert_many." + schema;

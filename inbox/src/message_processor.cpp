@@ -34,6 +34,28 @@ long long remaining_ms(Clock::time_point deadline) {
       1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
 }
 
+// While handlers run on `tx`: registered for shutdown, and watched by the deadline, which
+// fires their signal and cancels the running query.
+class RunningHandlers {
+ public:
+  RunningHandlers(InFlightRegistry& registry, DeadlineWatchdog& watchdog, CancellationSource& source, Tx& tx,
+                  Clock::time_point deadline)
+      : registry_(registry),
+        key_(registry.add({&source, &tx.connection()})),
+        armed_(watchdog, deadline, [&source, &connection = tx.connection()] {
+          source.cancel();
+          connection.cancel_query();
+        }) {}
+  ~RunningHandlers() { registry_.remove(key_); }
+  RunningHandlers(const RunningHandlers&) = delete;
+  RunningHandlers& operator=(const RunningHandlers&) = delete;
+
+ private:
+  InFlightRegistry& registry_;
+  std::size_t key_;
+  DeadlineWatchdog::Armed armed_;
+};
+
 }  // namespace
 
 WorkerStats AtomicWorkerStats::snapshot() const {
@@ -244,18 +266,8 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
                  receipt.message_id);
       return;
     }
-    const auto key = in_flight_.add({&source, &tx.connection()});
-    struct Unregister {
-      InFlightRegistry& registry;
-      std::size_t key;
-      ~Unregister() { registry.remove(key); }
-    } unregister{in_flight_, key};
     {
-      pqxx::connection& connection = tx.connection();
-      DeadlineWatchdog::Armed armed(watchdog, deadline, [&source, &connection] {
-        source.cancel();
-        connection.cancel_query();
-      });
+      const RunningHandlers running(in_flight_, watchdog, source, tx, deadline);
       invoke(receipt, tx, deadline, source.signal());
     }
     if (Clock::now() >= deadline) throw HandlerTimeout("the handler returned after its deadline");
@@ -303,22 +315,9 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
     }
     if (locked.empty()) return;
 
-    const auto key = in_flight_.add({&source, &tx.connection()});
-    struct Unregister {
-      InFlightRegistry& registry;
-      std::size_t key;
-      ~Unregister() { registry.remove(key); }
-    } unregister{in_flight_, key};
-
     std::vector<const ClaimedReceipt*> succeeded;
-    std::size_t failed_in_tx = 0;
-    std::vector<std::pair<const ClaimedReceipt*, std::string>> outcomes;
     {
-      pqxx::connection& connection = tx.connection();
-      DeadlineWatchdog::Armed armed(watchdog, deadline, [&source, &connection] {
-        source.cancel();
-        connection.cancel_query();
-      });
+      const RunningHandlers running(in_flight_, watchdog, source, tx, deadline);
       const bool savepoints = options_.batch_failure_mode == BatchFailureMode::Savepoint;
       // One round trip between two handlers: release the previous savepoint and open the
       // next in one simple query. COMMIT releases the last one.
@@ -338,7 +337,6 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
           // Throws when the transaction itself is broken: then the batch fails as a whole.
           tx.work().exec("ROLLBACK TO SAVEPOINT boxcar_message");
           record_failure(*r, std::move(failure), &tx);
-          ++failed_in_tx;
         }
       }
     }
@@ -347,7 +345,6 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
     tx.commit();
     stats_.completed += completed.size();
     stats_.stale += succeeded.size() - completed.size();
-    (void)failed_in_tx;
     return;
   } catch (...) {
     if (options_.batch_failure_mode == BatchFailureMode::Rerun && Clock::now() < deadline && !locked.empty()) {

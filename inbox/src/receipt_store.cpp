@@ -9,14 +9,6 @@
 namespace boxcar::detail {
 namespace {
 
-std::string with_schema(std::string_view sql, const std::string& quoted_schema) {
-  std::string out(sql);
-  const std::string marker = "{schema}";
-  for (auto pos = out.find(marker); pos != std::string::npos; pos = out.find(marker, pos))
-    out.replace(pos, marker.size(), quoted_schema), pos += quoted_schema.size();
-  return out;
-}
-
 std::vector<ClaimedReceipt> read_claims(const pqxx::result& rows) {
   std::vector<ClaimedReceipt> claims;
   claims.reserve(rows.size());
@@ -61,15 +53,14 @@ std::string token_array(std::span<const ClaimedReceipt* const> receipts) {
 
 ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::string& schema)
     : pool_(std::move(pool)), schema_(schema) {
-  const std::string q = quote_identifier(schema);
-  claim_ = with_schema(worker_sql::kClaim, q);
-  recover_ = with_schema(worker_sql::kRecoverExpired, q);
-  lock_ = with_schema(worker_sql::kLock, q);
-  lock_many_ = with_schema(worker_sql::kLockMany, q);
-  complete_ = with_schema(worker_sql::kComplete, q);
-  complete_many_ = with_schema(worker_sql::kCompleteMany, q);
-  fail_ = with_schema(worker_sql::kFail, q);
-  hand_back_ = with_schema(worker_sql::kHandBack, q);
+  claim_ = with_schema(worker_sql::kClaim, schema);
+  recover_ = with_schema(worker_sql::kRecoverExpired, schema);
+  lock_ = with_schema(worker_sql::kLock, schema);
+  lock_many_ = with_schema(worker_sql::kLockMany, schema);
+  complete_ = with_schema(worker_sql::kComplete, schema);
+  complete_many_ = with_schema(worker_sql::kCompleteMany, schema);
+  fail_ = with_schema(worker_sql::kFail, schema);
+  hand_back_ = with_schema(worker_sql::kHandBack, schema);
 }
 
 std::vector<ClaimedReceipt> ReceiptStore::claim(const std::string& consumer, std::size_t limit,

@@ -31,4 +31,13 @@ std::string quote_identifier(std::string_view name) {
   return quoted;
 }
 
+std::string with_schema(std::string_view sql, std::string_view schema) {
+  const std::string quoted = quote_identifier(schema);
+  const std::string_view marker = "{schema}";
+  std::string out(sql);
+  for (auto pos = out.find(marker); pos != std::string::npos; pos = out.find(marker, pos + quoted.size()))
+    out.replace(pos, marker.size(), quoted);
+  return out;
+}
+
 }  // namespace boxcar

@@ -46,14 +46,7 @@ std::shared_ptr<ConnectionPool> TestDatabase::pool(std::size_t size) {
   return pool_;
 }
 
-std::string TestDatabase::qualified(const std::string& sql) const {
-  std::string out = sql;
-  const std::string marker = "{schema}";
-  const std::string quoted = quote_identifier(schema_);
-  for (auto pos = out.find(marker); pos != std::string::npos; pos = out.find(marker, pos + quoted.size()))
-    out.replace(pos, marker.size(), quoted);
-  return out;
-}
+std::string TestDatabase::qualified(const std::string& sql) const { return with_schema(sql, schema_); }
 
 std::int64_t TestDatabase::scalar(const std::string& sql) const {
   pqxx::connection c(url_);

@@ -16,4 +16,8 @@ std::string validate_schema_name(std::string_view name, std::string_view key = "
 /// `name` as a double-quoted SQL identifier ("" doubles embedded quotes).
 std::string quote_identifier(std::string_view name);
 
+/// `sql` with every `{schema}` replaced by quote_identifier(schema): how each
+/// component's named queries are bound to the configured schema, once, at construction.
+std::string with_schema(std::string_view sql, std::string_view schema);
+
 }  // namespace boxcar
