@@ -7,7 +7,7 @@
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
 
-#include "backoff.hpp"
+#include "boxcar/runtime/backoff.hpp"
 #include "boxcar/runtime/canonical_json.hpp"
 #include "boxcar/runtime/logging.hpp"
 

@@ -17,7 +17,9 @@ Tx::Tx(PooledConnection connection) : connection_(std::move(connection)) {
 }
 
 Tx::Tx(Tx&& other) noexcept
-    : connection_(std::move(other.connection_)), work_(std::move(other.work_)) {}
+    : connection_(std::move(other.connection_)),
+      work_(std::move(other.work_)),
+      on_commit_(std::move(other.on_commit_)) {}
 
 Tx::~Tx() { rollback(); }
 
@@ -37,6 +39,19 @@ void Tx::commit() {
     throw to_database_error(std::current_exception(), "committing", true);
   }
   work_.reset();
+  auto callbacks = std::move(on_commit_);
+  for (auto& callback : callbacks) {
+    try {
+      callback();
+    } catch (...) {
+      // The transaction committed; a failing hook must not report otherwise.
+    }
+  }
+}
+
+void Tx::on_commit(std::function<void()> callback) {
+  if (!work_) throw std::logic_error("boxcar::Tx::on_commit after commit() or rollback()");
+  on_commit_.push_back(std::move(callback));
 }
 
 void Tx::rollback() noexcept {
@@ -47,6 +62,7 @@ void Tx::rollback() noexcept {
     connection_.discard();
   }
   work_.reset();
+  on_commit_.clear();
 }
 
 }  // namespace boxcar

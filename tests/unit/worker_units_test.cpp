@@ -1,12 +1,12 @@
 #include <catch2/catch.hpp>
 
-#include "../../inbox/src/backoff.hpp"
+#include "boxcar/runtime/backoff.hpp"
 #include "../../inbox/src/message_processor.hpp"
 #include "boxcar/runtime/canonical_json.hpp"
 
 using namespace std::chrono_literals;
-using boxcar::detail::backoff_ceiling;
-using boxcar::detail::backoff_delay;
+using boxcar::backoff_ceiling;
+using boxcar::backoff_delay;
 
 TEST_CASE("backoff ceilings double per attempt up to the cap") {
   const boxcar::BackoffOptions options{.base = 100ms, .cap = 1000ms};

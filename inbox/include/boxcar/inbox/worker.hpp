@@ -19,16 +19,10 @@
 #include <vector>
 
 #include "boxcar/inbox/handler.hpp"
+#include "boxcar/runtime/backoff.hpp"
 #include "boxcar/runtime/connection_pool.hpp"
 
 namespace boxcar {
-
-struct BackoffOptions {
-  /// Upper bound of the first retry's delay; doubles per attempt ("full jitter": the
-  /// actual delay is uniform in [0, min(cap, base * 2^(attempt-1))]).
-  std::chrono::milliseconds base{1000};
-  std::chrono::milliseconds cap{std::chrono::minutes(5)};
-};
 
 /// What a failed batch does when batch_size > 1 (docs/worker.md; the default was chosen
 /// from the measurements in docs/benchmarks.md).

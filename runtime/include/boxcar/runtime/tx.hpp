@@ -8,9 +8,11 @@
 // Thread-safety: none; a Tx is used by one thread at a time. Move-only.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <pqxx/pqxx>
 
@@ -62,9 +64,16 @@ class Tx {
   /// True until commit() or rollback().
   bool active() const noexcept { return static_cast<bool>(work_); }
 
+  /// Runs `callback` after this transaction commits successfully (never after a
+  /// rollback or an uncertain commit), e.g. to send a NOTIFY wake-up for a row it wrote.
+  /// Callbacks run on the committing thread in registration order; exceptions they throw
+  /// are swallowed (the commit already happened).
+  void on_commit(std::function<void()> callback);
+
  private:
   PooledConnection connection_;
   std::unique_ptr<pqxx::work> work_;
+  std::vector<std::function<void()>> on_commit_;
 };
 
 }  // namespace boxcar

@@ -1,9 +1,11 @@
 // Full-jitter exponential backoff.
-#include "backoff.hpp"
+#include "boxcar/runtime/backoff.hpp"
+
+#include <algorithm>
 
 #include <random>
 
-namespace boxcar::detail {
+namespace boxcar {
 
 std::chrono::milliseconds backoff_ceiling(const BackoffOptions& options, int attempt) {
   const auto cap = options.cap.count();
@@ -19,4 +21,4 @@ std::chrono::milliseconds backoff_delay(const BackoffOptions& options, int attem
   return std::chrono::milliseconds(pick(rng));
 }
 
-}  // namespace boxcar::detail
+}  // namespace boxcar

@@ -1,0 +1,25 @@
+// Errors of OutboxEmitter::emit. Both are thrown before anything is written.
+#pragma once
+
+#include <string>
+
+#include "boxcar/runtime/error.hpp"
+
+namespace boxcar {
+
+/// The event or its options are malformed. `field()` names the input: "event_type",
+/// "schema_version", "topic", "tenant_id", "key", "causation_id", "correlation_id",
+/// "traceparent", "headers/<name>", or "payload" + JSON Pointer.
+/// Codes: OUTBOX_FIELD_REQUIRED, OUTBOX_FIELD_TOO_LONG, OUTBOX_FIELD_INVALID,
+/// OUTBOX_TENANT_SCOPE_INVALID, OUTBOX_SCHEMA_VERSION_INVALID, and the JSON_* codes.
+class OutboxValidationError final : public Error {
+ public:
+  OutboxValidationError(std::string code, std::string field, const std::string& message)
+      : Error(std::move(code), field + ": " + message), field_(std::move(field)) {}
+  const std::string& field() const noexcept { return field_; }
+
+ private:
+  std::string field_;
+};
+
+}  // namespace boxcar

@@ -1,0 +1,96 @@
+// boxcar::OutboxEmitter — writes events into the outbox inside the caller's transaction,
+// so the event commits or rolls back with the business writes (and, in a handler, with
+// the inbox completion). A publisher delivers committed events later, at least once.
+//
+//   outbox.emit(context.tx, OrderProjected{order_id},
+//               {.tenant_id = context.scope.id, .causation_id = context.message_id});
+//
+// Thread-safety: OutboxEmitter is thread-safe; share one per process. emit() uses the
+// given transaction only (never commits it).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "boxcar/outbox/errors.hpp"
+#include "boxcar/outbox/outbox_event.hpp"
+#include "boxcar/runtime/canonical_json.hpp"
+#include "boxcar/runtime/tx.hpp"
+
+namespace boxcar {
+
+class AsyncNotifier;
+
+enum class TenantScope { Tenant, Global };
+
+struct EmitOptions {
+  /// The tenant the event belongs to (from authenticated context). Required unless
+  /// tenant_scope is Global, where it must be empty.
+  std::string tenant_id{};
+  TenantScope tenant_scope = TenantScope::Tenant;
+  /// Usually context.message_id of the message being handled.
+  std::string causation_id{};
+  std::string correlation_id{};
+  /// Kafka record key. Default: the tenant id (one tenant's events share a partition);
+  /// for a global event without a key, the event id.
+  std::string key{};
+  std::map<std::string, std::string> headers{};
+  std::string traceparent{};
+};
+
+struct OutboxOptions {
+  /// Schema holding outbox_events (see boxcar::migrate).
+  std::string schema = "boxcar";
+  CanonicalLimits payload_limits{};
+  /// Wake idle publishers with NOTIFY after the emitting transaction commits.
+  bool notify = true;
+};
+
+/// The stored event: its id is what every publish attempt carries.
+struct EmittedEvent {
+  std::int64_t id;
+  std::string event_id;  // UUIDv7
+};
+
+class OutboxEmitter {
+ public:
+  /// `pool` is the pool the application's transactions come from; the emitter uses its
+  /// connection string only for its own NOTIFY connection.
+  /// @throws ConfigError for a bad schema name or a null pool. Does not touch the database.
+  OutboxEmitter(std::shared_ptr<ConnectionPool> pool, OutboxOptions options = {});
+  ~OutboxEmitter();
+  OutboxEmitter(const OutboxEmitter&) = delete;
+  OutboxEmitter& operator=(const OutboxEmitter&) = delete;
+
+  /// Writes `message` into the outbox in `tx` (not committed here).
+  /// @throws OutboxValidationError before writing anything;
+  ///   pqxx exceptions from the insert, as any statement in `tx` would.
+  EmittedEvent emit(Tx& tx, const OutboxMessage& message, const EmitOptions& options);
+
+  template <OutboxEvent E>
+  EmittedEvent emit(Tx& tx, const E& event, const EmitOptions& options) {
+    nlohmann::json payload;
+    to_json(payload, event);
+    return emit(tx,
+                OutboxMessage{.event_type = std::string(E::event_type),
+                              .schema_version = E::schema_version,
+                              .topic = std::string(E::topic),
+                              .payload = std::move(payload)},
+                options);
+  }
+
+  /// The NOTIFY channel publishers LISTEN on for this schema.
+  static std::string notify_channel(const std::string& schema);
+  const OutboxOptions& options() const noexcept { return options_; }
+
+ private:
+  OutboxOptions options_;
+  std::string insert_sql_;
+  std::string insert_name_;
+  std::unique_ptr<AsyncNotifier> notifier_;
+};
+
+}  // namespace boxcar

@@ -1,0 +1,114 @@
+// emit(): validate, canonicalise, insert in the caller's transaction, wake publishers
+// after that transaction commits.
+#include "boxcar/outbox/outbox_emitter.hpp"
+
+#include "boxcar/runtime/notifier.hpp"
+#include "boxcar/runtime/sql_identifier.hpp"
+#include "boxcar/runtime/uuid.hpp"
+#include "outbox_queries.hpp"
+
+namespace boxcar {
+namespace {
+
+constexpr std::size_t kMaxFieldBytes = 512;
+// Kafka's own limit on topic names.
+constexpr std::size_t kMaxTopicBytes = 249;
+constexpr CanonicalLimits kHeaderLimits{.max_depth = 2, .max_bytes = 64 * 1024};
+
+void check_text(const std::string& value, const char* field, bool required, std::size_t max_bytes = kMaxFieldBytes) {
+  if (value.empty()) {
+    if (required) throw OutboxValidationError("OUTBOX_FIELD_REQUIRED", field, "must not be empty");
+    return;
+  }
+  if (value.size() > max_bytes)
+    throw OutboxValidationError("OUTBOX_FIELD_TOO_LONG", field,
+                                "is " + std::to_string(value.size()) + " bytes; the limit is " +
+                                    std::to_string(max_bytes));
+  if (!is_valid_utf8(value) || value.find('\0') != std::string::npos)
+    throw OutboxValidationError("OUTBOX_FIELD_INVALID", field, "must be valid UTF-8 without U+0000");
+}
+
+void check_topic(const std::string& topic) {
+  check_text(topic, "topic", true, kMaxTopicBytes);
+  for (char c : topic) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+          c == '-'))
+      throw OutboxValidationError("OUTBOX_FIELD_INVALID", "topic",
+                                  "Kafka topic names may contain only a-z, A-Z, 0-9, '.', '_' and '-'");
+  }
+}
+
+}  // namespace
+
+std::string OutboxEmitter::notify_channel(const std::string& schema) { return "boxcar_outbox_" + schema; }
+
+OutboxEmitter::OutboxEmitter(std::shared_ptr<ConnectionPool> pool, OutboxOptions options)
+    : options_(std::move(options)) {
+  if (!pool) throw ConfigError("outbox.pool", "a connection pool is required");
+  const std::string schema = validate_schema_name(options_.schema, "outbox.schema");
+  insert_sql_ = with_schema(outbox_sql::kInsert, schema);
+  insert_name_ = "boxcar.outbox.insert." + schema;
+  if (options_.notify)
+    notifier_ = std::make_unique<AsyncNotifier>(pool->connection_string(), notify_channel(schema));
+}
+
+OutboxEmitter::~OutboxEmitter() = default;
+
+EmittedEvent OutboxEmitter::emit(Tx& tx, const OutboxMessage& message, const EmitOptions& options) {
+  check_text(message.event_type, "event_type", true);
+  if (message.schema_version < 1)
+    throw OutboxValidationError("OUTBOX_SCHEMA_VERSION_INVALID", "schema_version",
+                                "must be at least 1, got " + std::to_string(message.schema_version));
+  check_topic(message.topic);
+  if (options.tenant_scope == TenantScope::Tenant && options.tenant_id.empty())
+    throw OutboxValidationError("OUTBOX_TENANT_SCOPE_INVALID", "tenant_id",
+                                "an event needs its tenant id, or tenant_scope = TenantScope::Global "
+                                "for an intentionally global event");
+  if (options.tenant_scope == TenantScope::Global && !options.tenant_id.empty())
+    throw OutboxValidationError("OUTBOX_TENANT_SCOPE_INVALID", "tenant_id", "a global event carries no tenant id");
+  check_text(options.tenant_id, "tenant_id", false);
+  check_text(options.key, "key", false);
+  check_text(options.causation_id, "causation_id", false);
+  check_text(options.correlation_id, "correlation_id", false);
+  check_text(options.traceparent, "traceparent", false);
+
+  std::string payload;
+  try {
+    payload = canonicalize(message.payload, options_.payload_limits);
+  } catch (const JsonValueError& e) {
+    throw OutboxValidationError(e.code(), "payload" + e.path(), e.what());
+  }
+  for (const auto& [name, value] : options.headers) {
+    static const char* const kReserved[] = {"event_id",     "event_type",     "schema_version", "tenant_scope",
+                                            "tenant_id",    "causation_id",   "correlation_id", "traceparent"};
+    for (const char* reserved : kReserved)
+      if (name == reserved)
+        throw OutboxValidationError("OUTBOX_FIELD_INVALID", "headers/" + name,
+                                    "is a header the publisher sets itself; use the EmitOptions field");
+    if (name.empty()) throw OutboxValidationError("OUTBOX_FIELD_INVALID", "headers", "header names must not be empty");
+  }
+  std::string headers;
+  try {
+    headers = canonicalize(nlohmann::json(options.headers), kHeaderLimits);
+  } catch (const JsonValueError& e) {
+    throw OutboxValidationError(e.code(), "headers" + e.path(), e.what());
+  }
+
+  EmittedEvent emitted{0, uuid_v7()};
+  const std::string key = !options.key.empty()         ? options.key
+                          : !options.tenant_id.empty() ? options.tenant_id
+                                                       : emitted.event_id;
+  const auto row = tx.exec_prepared(insert_name_, insert_sql_, emitted.event_id, message.event_type,
+                                    message.schema_version, message.topic, key,
+                                    options.tenant_scope == TenantScope::Global ? "global" : "tenant",
+                                    options.tenant_id, options.causation_id, options.correlation_id,
+                                    options.traceparent, headers, payload);
+  emitted.id = row[0][0].as<std::int64_t>();
+  if (notifier_) {
+    AsyncNotifier* notifier = notifier_.get();
+    tx.on_commit([notifier, topic = message.topic] { notifier->notify(topic); });
+  }
+  return emitted;
+}
+
+}  // namespace boxcar

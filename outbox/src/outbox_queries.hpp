@@ -1,0 +1,14 @@
+// The emitter's SQL. `{schema}` is replaced once at construction; values are $n.
+#pragma once
+
+namespace boxcar::outbox_sql {
+
+inline constexpr const char* kInsert = R"sql(
+INSERT INTO {schema}.outbox_events
+    (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id,
+     causation_id, correlation_id, traceparent, headers, payload)
+VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12)
+RETURNING id
+)sql";
+
+}  // namespace boxcar::outbox_sql

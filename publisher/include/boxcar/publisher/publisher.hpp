@@ -1,0 +1,90 @@
+// boxcar::Publisher — delivers committed outbox events to Kafka at least once.
+//
+// It claims batches of due events (FOR NO KEY UPDATE SKIP LOCKED, one claim token and a
+// lease per batch), produces them with an idempotent librdkafka producer
+// (enable.idempotence=true, acks=all), waits for their delivery reports, and marks the
+// delivered ones PUBLISHED in one statement guarded by the claim token. An event is
+// never marked before a delivery report without error; everything else is retried with
+// backoff. Each record carries the event's stable id (header `event_id`), so consumers
+// deduplicate redeliveries. Several publishers, in any number of processes, may run
+// against one database. Per-key order holds within a batch and not across retries.
+//
+// Thread-safety: start(), stop(), stats() from any thread; drain() on one thread while
+// not started.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "boxcar/runtime/backoff.hpp"
+#include "boxcar/runtime/connection_pool.hpp"
+
+namespace boxcar {
+
+struct PublisherOptions {
+  /// Schema holding outbox_events.
+  std::string schema = "boxcar";
+  /// librdkafka properties passed through as they are (bootstrap.servers,
+  /// security.protocol, sasl.*, ssl.*, linger.ms, ...). enable.idempotence=true and
+  /// acks=all are always set; setting them otherwise is a ConfigError.
+  std::map<std::string, std::string> kafka{};
+  /// event type -> topic, overriding the topic an event was emitted with.
+  std::map<std::string, std::string> topic_overrides{};
+  /// Events claimed and produced per batch.
+  std::size_t batch_size = 1000;
+  /// How long a batch's claim is owned; must exceed delivery_timeout by at least 5 s.
+  std::chrono::milliseconds lease{std::chrono::seconds(90)};
+  /// librdkafka's message.timeout.ms: after it, an undelivered event fails and retries.
+  std::chrono::milliseconds delivery_timeout{std::chrono::seconds(30)};
+  /// Failed deliveries before an event becomes DEAD; 0 retries without limit.
+  int max_attempts = 0;
+  BackoffOptions backoff{.base = std::chrono::milliseconds(500), .cap = std::chrono::minutes(1)};
+  /// Fallback polling when no NOTIFY arrives (and lease recovery cadence).
+  std::chrono::milliseconds poll_interval{std::chrono::seconds(1)};
+};
+
+struct PublisherStats {
+  std::uint64_t claimed = 0;
+  std::uint64_t delivered = 0;
+  std::uint64_t failed = 0;
+  std::uint64_t dead = 0;
+  std::uint64_t fatal_errors = 0;
+  std::uint64_t producer_restarts = 0;
+  std::uint64_t lease_expired = 0;
+};
+
+class Publisher {
+ public:
+  /// @throws ConfigError naming the key for bad options (kafka.<property> for a property
+  ///   librdkafka rejects). Creates the producer; does not touch the database.
+  Publisher(std::shared_ptr<ConnectionPool> pool, PublisherOptions options);
+  ~Publisher();  // stop()
+  Publisher(const Publisher&) = delete;
+  Publisher& operator=(const Publisher&) = delete;
+
+  /// Starts the publishing thread (no-op when running).
+  void start();
+  /// Stops claiming, finishes the batch in flight (its delivery reports or timeout) and
+  /// joins. Idempotent.
+  void stop();
+  /// Publishes due events on the calling thread until none is due; returns how many it
+  /// claimed. Must not run while start()ed.
+  std::size_t drain();
+
+  PublisherStats stats() const;
+  /// True when the producer has a connection to at least one broker (readiness).
+  bool kafka_connected() const;
+
+  /// Fault drill: raises an idempotent-producer fatal error (rd_kafka_test_fatal_error)
+  /// on the current producer, which the publisher must survive by recreating it.
+  void raise_fatal_error_for_testing(const std::string& reason);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace boxcar

@@ -1,0 +1,139 @@
+// The idempotent producer: configuration, batch send with delivery reports, fatal errors.
+#include "kafka_producer.hpp"
+
+#include <mutex>
+
+#include "boxcar/runtime/error.hpp"
+
+namespace boxcar::detail {
+namespace {
+std::mutex fatal_mutex;
+}  // namespace
+
+KafkaProducer::KafkaProducer(const std::map<std::string, std::string>& properties,
+                             std::chrono::milliseconds delivery_timeout) {
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  char error[512];
+  const auto set = [&](const std::string& name, const std::string& value) {
+    if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), error, sizeof error) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      throw ConfigError("kafka." + name, error);
+    }
+  };
+  for (const auto& [name, value] : properties) {
+    if ((name == "enable.idempotence" && value != "true") || (name == "acks" && value != "all" && value != "-1"))
+      throw ConfigError("kafka." + name, "Boxcar's publisher always uses enable.idempotence=true and acks=all");
+    set(name, value);
+  }
+  // At-least-once without reordering a key: the idempotent producer retries internally;
+  // Boxcar never re-produces while librdkafka still retries.
+  set("enable.idempotence", "true");
+  set("acks", "all");
+  set("message.timeout.ms", std::to_string(delivery_timeout.count()));
+  rd_kafka_conf_set_opaque(conf, this);
+  rd_kafka_conf_set_dr_msg_cb(conf, &KafkaProducer::on_delivery);
+  rd_kafka_conf_set_error_cb(conf, &KafkaProducer::on_error);
+  handle_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, error, sizeof error);
+  if (!handle_) {
+    rd_kafka_conf_destroy(conf);
+    throw ConfigError("kafka", std::string("cannot create the producer: ") + error);
+  }
+}
+
+KafkaProducer::~KafkaProducer() {
+  if (!handle_) return;
+  rd_kafka_purge(handle_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT | RD_KAFKA_PURGE_F_NON_BLOCKING);
+  outcomes_ = nullptr;  // purged reports of an abandoned batch are ignored
+  rd_kafka_flush(handle_, 1000);
+  rd_kafka_destroy(handle_);
+}
+
+void KafkaProducer::on_delivery(rd_kafka_t*, const rd_kafka_message_t* message, void* opaque) {
+  auto* self = static_cast<KafkaProducer*>(opaque);
+  if (!self->outcomes_) return;
+  const auto tag = reinterpret_cast<std::uintptr_t>(message->_private);
+  if ((tag >> 32) != self->generation_) return;
+  const std::size_t index = tag & 0xFFFFFFFFu;
+  if (index >= self->outcomes_->size()) return;
+  DeliveryOutcome& outcome = (*self->outcomes_)[index];
+  // Only a report without error is proof of delivery; NOT_PERSISTED and
+  // POSSIBLY_PERSISTED both leave the event for a retry (its id lets consumers dedupe).
+  outcome.delivered = message->err == RD_KAFKA_RESP_ERR_NO_ERROR;
+  outcome.error = outcome.delivered ? "" : rd_kafka_err2str(message->err);
+  if (self->pending_ > 0) --self->pending_;
+}
+
+void KafkaProducer::on_error(rd_kafka_t* handle, int error, const char* reason, void* opaque) {
+  auto* self = static_cast<KafkaProducer*>(opaque);
+  if (error != RD_KAFKA_RESP_ERR__FATAL) return;  // transient: librdkafka retries by itself
+  char detail[512];
+  const rd_kafka_resp_err_t original = rd_kafka_fatal_error(handle, detail, sizeof detail);
+  std::lock_guard lock(fatal_mutex);
+  self->fatal_reason_ = std::string(rd_kafka_err2name(original)) + ": " + detail + " (" + reason + ")";
+  self->fatal_ = true;
+}
+
+std::string KafkaProducer::fatal_reason() const {
+  std::lock_guard lock(fatal_mutex);
+  return fatal_reason_;
+}
+
+void KafkaProducer::raise_fatal_error(const std::string& reason) {
+  rd_kafka_test_fatal_error(handle_, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason.c_str());
+}
+
+bool KafkaProducer::connected(std::chrono::milliseconds timeout) const {
+  const rd_kafka_metadata_t* metadata = nullptr;
+  const auto err = rd_kafka_metadata(handle_, 0, nullptr, &metadata, static_cast<int>(timeout.count()));
+  if (metadata) rd_kafka_metadata_destroy(metadata);
+  return err == RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
+std::vector<DeliveryOutcome> KafkaProducer::send(const std::vector<KafkaRecord>& records,
+                                                 std::chrono::milliseconds wait) {
+  std::vector<DeliveryOutcome> outcomes(records.size());
+  outcomes_ = &outcomes;
+  pending_ = 0;
+  ++generation_;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (std::size_t i = 0; i < records.size() && !fatal_; ++i) {
+    const KafkaRecord& record = records[i];
+    rd_kafka_headers_t* headers = rd_kafka_headers_new(record.headers.size());
+    for (const auto& [name, value] : record.headers)
+      rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
+                          static_cast<ssize_t>(value.size()));
+    while (true) {
+      const rd_kafka_resp_err_t err = rd_kafka_producev(
+          handle_, RD_KAFKA_V_TOPIC(record.topic.c_str()),
+          RD_KAFKA_V_KEY(const_cast<char*>(record.key.data()), record.key.size()),
+          RD_KAFKA_V_VALUE(const_cast<char*>(record.value.data()), record.value.size()),
+          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),
+          RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>((static_cast<std::uintptr_t>(generation_) << 32) | i)), RD_KAFKA_V_END);
+      if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        ++pending_;  // headers now belong to the message
+        break;
+      }
+      if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL && std::chrono::steady_clock::now() < deadline) {
+        rd_kafka_poll(handle_, 10);  // serve delivery reports to make room
+        continue;
+      }
+      rd_kafka_headers_destroy(headers);
+      outcomes[i].error = std::string("not produced: ") + rd_kafka_err2str(err);
+      break;
+    }
+  }
+  while (pending_ > 0 && !fatal_ && std::chrono::steady_clock::now() < deadline) rd_kafka_poll(handle_, 20);
+  if (pending_ > 0) {
+    // Out of time or fatal: take the rest back so no late report lands on a later batch.
+    rd_kafka_purge(handle_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT | RD_KAFKA_PURGE_F_NON_BLOCKING);
+    rd_kafka_poll(handle_, 0);
+    for (auto& outcome : outcomes)
+      if (!outcome.delivered && outcome.error.empty())
+        outcome.error = fatal_ ? "producer failed fatally: " + fatal_reason() : "no delivery report in time";
+  }
+  outcomes_ = nullptr;
+  pending_ = 0;
+  return outcomes;
+}
+
+}  // namespace boxcar::detail

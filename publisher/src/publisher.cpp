@@ -1,0 +1,316 @@
+// The publishing loop: recover expired leases, claim a batch, produce it, mark what the
+// delivery reports confirmed; sleep on LISTEN/NOTIFY or the poll interval when idle.
+#include "boxcar/publisher/publisher.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+#include <spdlog/spdlog.h>
+
+#include "boxcar/outbox/outbox_emitter.hpp"
+#include "boxcar/runtime/logging.hpp"
+#include "boxcar/runtime/sql_identifier.hpp"
+#include "boxcar/runtime/uuid.hpp"
+#include "kafka_producer.hpp"
+#include "publisher_queries.hpp"
+
+namespace boxcar {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct ClaimedEvent {
+  std::int64_t id;
+  detail::KafkaRecord record;
+};
+
+std::string id_array(const std::vector<std::int64_t>& ids) {
+  std::string out = "{";
+  for (const auto id : ids) {
+    if (out.size() > 1) out += ',';
+    out += std::to_string(id);
+  }
+  return out + "}";
+}
+
+}  // namespace
+
+using detail::DeliveryOutcome;
+using detail::KafkaProducer;
+using detail::KafkaRecord;
+
+class Publisher::Impl {
+ public:
+  Impl(std::shared_ptr<ConnectionPool> pool, PublisherOptions options)
+      : pool_(pool ? std::move(pool) : throw ConfigError("publisher.pool", "a connection pool is required")),
+        options_(std::move(options)),
+        log_(logger("publisher")) {
+    const std::string schema = validate_schema_name(options_.schema, "publisher.schema");
+    if (options_.batch_size == 0) throw ConfigError("publisher.batch_size", "must be at least 1");
+    if (options_.max_attempts < 0) throw ConfigError("publisher.max_attempts", "must be 0 (no limit) or more");
+    if (options_.delivery_timeout < std::chrono::seconds(1))
+      throw ConfigError("publisher.delivery_timeout", "must be at least 1 s");
+    if (options_.lease < options_.delivery_timeout + std::chrono::seconds(5))
+      throw ConfigError("publisher.lease", "must exceed publisher.delivery_timeout by at least 5 s, so a claim "
+                                           "cannot expire while its delivery reports may still arrive");
+    for (const auto& [type, topic] : options_.topic_overrides)
+      if (type.empty() || topic.empty())
+        throw ConfigError("publisher.topics", "a topic override needs an event type and a topic");
+    claim_ = with_schema(publisher_sql::kClaim, schema);
+    recover_ = with_schema(publisher_sql::kRecoverExpired, schema);
+    mark_published_ = with_schema(publisher_sql::kMarkPublished, schema);
+    mark_failed_ = with_schema(publisher_sql::kMarkFailed, schema);
+    names_ = "boxcar.publisher." + schema + ".";
+    producer_ = std::make_unique<KafkaProducer>(options_.kafka, options_.delivery_timeout);
+  }
+
+  ~Impl() { stop(); }
+
+  void start() {
+    std::lock_guard lock(lifecycle_);
+    if (running_) return;
+    running_ = true;
+    stopping_ = false;
+    thread_ = std::thread([this] { loop(); });
+    log_->info("publisher started: batch size {}, delivery timeout {} ms", options_.batch_size,
+               options_.delivery_timeout.count());
+  }
+
+  void stop() {
+    std::lock_guard lock(lifecycle_);
+    if (!running_) return;
+    stopping_ = true;
+    thread_.join();
+    running_ = false;
+    log_->info("publisher stopped");
+  }
+
+  std::size_t drain() {
+    std::size_t total = 0;
+    recover_expired();
+    while (true) {
+      const std::size_t claimed = publish_batch();
+      if (claimed == 0) return total;
+      total += claimed;
+    }
+  }
+
+  PublisherStats stats() const {
+    return {claimed_.load(), delivered_.load(), failed_.load(), dead_.load(),
+            fatal_errors_.load(), producer_restarts_.load(), lease_expired_.load()};
+  }
+
+  bool kafka_connected() {
+    std::lock_guard lock(producer_mutex_);
+    return producer_ && !producer_->fatal() && producer_->connected(std::chrono::milliseconds(2000));
+  }
+
+  void raise_fatal_error(const std::string& reason) {
+    std::lock_guard lock(producer_mutex_);
+    producer_->raise_fatal_error(reason);
+  }
+
+ private:
+  template <typename... Args>
+  pqxx::result autocommit(const std::string& name, const std::string& sql, Args&&... args) {
+    PooledConnection connection = pool_->acquire();
+    try {
+      connection.prepare_once(names_ + name, sql);
+      pqxx::nontransaction statement(*connection);
+      return statement.exec_prepared(names_ + name, std::forward<Args>(args)...);
+    } catch (...) {
+      connection.discard();
+      throw;
+    }
+  }
+
+  void recover_expired() {
+    const auto rows = autocommit("recover", recover_, static_cast<long long>(options_.batch_size),
+                                 options_.max_attempts);
+    for (const auto& row : rows) {
+      ++lease_expired_;
+      if (row[0].as<std::string>() == "DEAD") ++dead_;
+    }
+    if (!rows.empty()) log_->warn("recovered {} events whose publisher lost its claim", rows.size());
+  }
+
+  // One claim -> produce -> mark cycle. Returns how many events it claimed.
+  std::size_t publish_batch() {
+    const std::string token = uuid_v7();
+    const auto rows = autocommit("claim", claim_, static_cast<long long>(options_.batch_size), token,
+                                 static_cast<long long>(options_.lease.count()));
+    if (rows.empty()) return 0;
+    claimed_ += rows.size();
+
+    std::vector<ClaimedEvent> events;
+    events.reserve(rows.size());
+    for (const auto& row : rows) events.push_back(to_event(row));
+    // Emit order within the batch, so one key's events reach its partition in order.
+    std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    std::vector<KafkaRecord> records;
+    records.reserve(events.size());
+    for (auto& e : events) records.push_back(std::move(e.record));
+
+    std::vector<DeliveryOutcome> outcomes;
+    {
+      std::lock_guard lock(producer_mutex_);
+      // Wait for reports a little past message.timeout.ms: librdkafka fails every record
+      // by then, so the batch ends with a report (or a purge) for each.
+      outcomes = producer_->send(records, options_.delivery_timeout + std::chrono::seconds(2));
+      if (producer_->fatal()) {
+        ++fatal_errors_;
+        log_->error("Kafka producer failed fatally ({}); recreating it, undelivered events stay unpublished",
+                    producer_->fatal_reason());
+        producer_.reset();
+        producer_ = std::make_unique<KafkaProducer>(options_.kafka, options_.delivery_timeout);
+        ++producer_restarts_;
+      }
+    }
+
+    std::vector<std::int64_t> delivered;
+    std::vector<std::int64_t> failed;
+    std::string first_error;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      if (outcomes[i].delivered) {
+        delivered.push_back(events[i].id);
+      } else {
+        failed.push_back(events[i].id);
+        if (first_error.empty()) first_error = outcomes[i].error;
+      }
+    }
+    if (!delivered.empty()) {
+      const auto marked = autocommit("published", mark_published_, id_array(delivered), token).affected_rows();
+      delivered_ += marked;
+      if (marked < delivered.size())
+        log_->warn("{} delivered events were no longer claimed by this publisher (lease expired)",
+                   delivered.size() - marked);
+    }
+    if (!failed.empty()) {
+      const auto statuses =
+          autocommit("failed", mark_failed_, id_array(failed), token, first_error,
+                     static_cast<long long>(options_.backoff.base.count()),
+                     static_cast<long long>(options_.backoff.cap.count()), options_.max_attempts);
+      for (const auto& row : statuses) (row[0].as<std::string>() == "DEAD" ? dead_ : failed_)++;
+      log_->warn("{} of {} events not delivered, retrying with backoff: {}", failed.size(), events.size(),
+                 first_error);
+    }
+    return events.size();
+  }
+
+  ClaimedEvent to_event(const pqxx::row& row) const {
+    ClaimedEvent e;
+    e.id = row[0].as<std::int64_t>();
+    const std::string event_id = row[1].as<std::string>();
+    const std::string event_type = row[2].as<std::string>();
+    const auto override = options_.topic_overrides.find(event_type);
+    e.record.topic = override != options_.topic_overrides.end() ? override->second : row[4].as<std::string>();
+    e.record.key = row[5].as<std::string>();
+    e.record.value = row[12].as<std::string>();
+    auto& h = e.record.headers;
+    const auto custom_headers = nlohmann::json::parse(row[11].c_str());
+    for (const auto& [name, value] : custom_headers.items()) h.emplace_back(name, value.get<std::string>());
+    h.emplace_back("event_id", event_id);
+    h.emplace_back("event_type", event_type);
+    h.emplace_back("schema_version", row[3].as<std::string>());
+    h.emplace_back("tenant_scope", row[6].as<std::string>());
+    const auto optional = [&](const char* name, int column) {
+      const std::string value = row[column].as<std::string>();
+      if (!value.empty()) h.emplace_back(name, value);
+    };
+    optional("tenant_id", 7);
+    optional("causation_id", 8);
+    optional("correlation_id", 9);
+    optional("traceparent", 10);
+    return e;
+  }
+
+  void loop() {
+    std::unique_ptr<pqxx::connection> listener;
+    struct Wakeups : pqxx::notification_receiver {
+      using notification_receiver::notification_receiver;
+      void operator()(const std::string&, int) override {}
+    };
+    std::unique_ptr<Wakeups> receiver;
+    auto next_recovery = Clock::now();
+    while (!stopping_) {
+      if (!listener) {
+        try {
+          listener = std::make_unique<pqxx::connection>(pool_->connection_string());
+          receiver = std::make_unique<Wakeups>(*listener, OutboxEmitter::notify_channel(options_.schema));
+        } catch (const std::exception& e) {
+          receiver.reset();
+          listener.reset();
+          log_->warn("cannot LISTEN for wake-ups, polling every {} ms: {}", options_.poll_interval.count(), e.what());
+        }
+      }
+      std::size_t claimed = 0;
+      try {
+        if (Clock::now() >= next_recovery) {
+          next_recovery = Clock::now() + options_.poll_interval;
+          recover_expired();
+        }
+        claimed = publish_batch();
+      } catch (const std::exception& e) {
+        log_->error("publishing failed, retrying after {} ms: {}", options_.poll_interval.count(), e.what());
+        sleep_for(options_.poll_interval);
+        continue;
+      }
+      if (claimed > 0) continue;
+      const auto wake_at = std::min(next_recovery, Clock::now() + options_.poll_interval);
+      while (!stopping_ && Clock::now() < wake_at) {
+        const auto slice = std::min<long long>(
+            100, std::chrono::duration_cast<std::chrono::milliseconds>(wake_at - Clock::now()).count() + 1);
+        if (!listener) {
+          sleep_for(std::chrono::milliseconds(slice));
+          continue;
+        }
+        try {
+          if (listener->await_notification(0, slice * 1000) > 0) {
+            listener->get_notifs();
+            break;
+          }
+        } catch (const std::exception& e) {
+          log_->warn("wake-up connection lost, reconnecting: {}", e.what());
+          receiver.reset();
+          listener.reset();
+          break;
+        }
+      }
+    }
+  }
+
+  void sleep_for(std::chrono::milliseconds duration) {
+    const auto end = Clock::now() + duration;
+    while (!stopping_ && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
+  std::shared_ptr<ConnectionPool> pool_;
+  PublisherOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::string claim_, recover_, mark_published_, mark_failed_, names_;
+  std::mutex producer_mutex_;
+  std::unique_ptr<KafkaProducer> producer_;
+  std::atomic<std::uint64_t> claimed_{0}, delivered_{0}, failed_{0}, dead_{0}, fatal_errors_{0},
+      producer_restarts_{0}, lease_expired_{0};
+  std::mutex lifecycle_;
+  bool running_ = false;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+Publisher::Publisher(std::shared_ptr<ConnectionPool> pool, PublisherOptions options)
+    : impl_(std::make_unique<Impl>(std::move(pool), std::move(options))) {}
+Publisher::~Publisher() = default;
+void Publisher::start() { impl_->start(); }
+void Publisher::stop() { impl_->stop(); }
+std::size_t Publisher::drain() { return impl_->drain(); }
+PublisherStats Publisher::stats() const { return impl_->stats(); }
+bool Publisher::kafka_connected() const { return impl_->kafka_connected(); }
+void Publisher::raise_fatal_error_for_testing(const std::string& reason) { impl_->raise_fatal_error(reason); }
+
+}  // namespace boxcar

@@ -1,0 +1,186 @@
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "boxcar/inbox/worker.hpp"
+#include "boxcar/outbox/outbox_emitter.hpp"
+#include "boxcar/runtime/uuid.hpp"
+#include "worker_fixture.hpp"
+
+using namespace boxcar;
+using namespace boxcar::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct OrderProjected {
+  static constexpr std::string_view event_type = "order.projected";
+  static constexpr int schema_version = 1;
+  static constexpr std::string_view topic = "orders.projected";
+  std::string order_id;
+};
+void to_json(nlohmann::json& j, const OrderProjected& e) { j = {{"orderId", e.order_id}}; }
+
+static_assert(OutboxEvent<OrderProjected>);
+static_assert(!OutboxEvent<OutboxMessage>);
+
+struct Setup {
+  TestDatabase db;
+  std::shared_ptr<ConnectionPool> pool = db.pool(8);
+  Inbox inbox{pool, {.schema = db.schema(), .consumers = {"orders.v1"}, .notify = false}};
+  OutboxEmitter outbox{pool, {.schema = db.schema(), .notify = false}};
+  Setup() { create_app_table(db); }
+  std::int64_t outbox_rows() const { return db.scalar("SELECT count(*) FROM {schema}.outbox_events"); }
+  WorkerOptions worker_options() const {
+    return {.schema = db.schema(), .consumers = {"orders.v1"}, .lease = 5s, .handler_timeout = 2s,
+            .max_attempts = 1, .backoff = {.base = 0ms, .cap = 0ms}, .poll_interval = 100ms};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("an event emitted inside a handler commits together with the completion") {
+  Setup s;
+  s.inbox.accept(message("orders.v1", "m-1"));
+  const std::string table = s.db.qualified("{schema}.app_rows");
+  Worker worker(s.pool, s.worker_options(),
+                {{.consumer = "orders.v1", .supports = {{"thing.happened", 1}},
+                  .handler = handler([&](const nlohmann::json& payload, HandlerContext& c) {
+                    insert_app_row(table, c);
+                    s.outbox.emit(c.tx, OrderProjected{payload.at("id")},
+                                  {.tenant_id = c.scope.id, .causation_id = c.message_id, .correlation_id = "corr"});
+                  })}});
+  worker.drain();
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 1);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows") == 1);
+  const auto row = s.db.query("SELECT event_id::text, event_type, schema_version, topic, message_key, tenant_scope, "
+                              "tenant_id, causation_id, correlation_id, payload, status FROM {schema}.outbox_events")[0];
+  CHECK(is_uuid_v7(row[0].as<std::string>()));
+  CHECK(row[1].as<std::string>() == "order.projected");
+  CHECK(row[2].as<int>() == 1);
+  CHECK(row[3].as<std::string>() == "orders.projected");
+  CHECK(row[4].as<std::string>() == "t1");  // key defaults to the tenant id
+  CHECK(row[5].as<std::string>() == "tenant");
+  CHECK(row[6].as<std::string>() == "t1");
+  CHECK(row[7].as<std::string>() == "m-1");
+  CHECK(row[8].as<std::string>() == "corr");
+  CHECK(row[9].as<std::string>() == R"({"orderId":"m-1"})");  // canonical bytes, as published
+  CHECK(row[10].as<std::string>() == "PENDING");
+}
+
+TEST_CASE("a handler that throws after emitting leaves no outbox row") {
+  Setup s;
+  s.inbox.accept(message("orders.v1", "m-1"));
+  Worker worker(s.pool, s.worker_options(),
+                {{.consumer = "orders.v1", .supports = {{"thing.happened", 1}},
+                  .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
+                    s.outbox.emit(c.tx, OrderProjected{"o-1"}, {.tenant_id = c.scope.id});
+                    throw std::runtime_error("after emit");
+                  })}});
+  worker.drain();
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'DEAD'") == 1);
+  CHECK(s.outbox_rows() == 0);
+}
+
+TEST_CASE("a stale claim leaves no outbox row") {
+  Setup s;
+  s.inbox.accept(message("orders.v1", "m-1"));
+  auto slow_options = s.worker_options();
+  slow_options.handler_timeout = 1s;
+  slow_options.lease = 2s;
+  slow_options.max_attempts = 5;
+  std::atomic<bool> emitted{false};
+  Worker slow(ConnectionPool::create({.url = s.db.url(), .size = 6}), slow_options,
+              {{.consumer = "orders.v1", .supports = {{"thing.happened", 1}},
+                .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
+                  s.outbox.emit(c.tx, OrderProjected{"from-slow"}, {.tenant_id = c.scope.id});
+                  emitted = true;
+                  std::this_thread::sleep_for(4s);  // past deadline and lease; another worker takes over
+                })}});
+  std::thread slow_thread([&] { slow.drain(); });
+  while (!emitted) std::this_thread::sleep_for(10ms);
+  auto fast_options = s.worker_options();
+  fast_options.max_attempts = 5;
+  Worker fast(ConnectionPool::create({.url = s.db.url(), .size = 6}), fast_options,
+              {{.consumer = "orders.v1", .supports = {{"thing.happened", 1}},
+                .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
+                  s.outbox.emit(c.tx, OrderProjected{"from-fast"}, {.tenant_id = c.scope.id});
+                })}});
+  fast.start();
+  slow_thread.join();
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (s.outbox_rows() == 0 && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(20ms);
+  fast.stop();
+  CHECK(slow.stats().stale == 1);
+  CHECK(s.outbox_rows() == 1);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE payload LIKE '%from-fast%'") == 1);
+}
+
+TEST_CASE("emit works in an application transaction outside any handler and rolls back with it") {
+  Setup s;
+  {
+    Tx tx = s.pool->begin();
+    const auto first = s.outbox.emit(tx, OrderProjected{"o-1"}, {.tenant_id = "t9"});
+    const auto second = s.outbox.emit(tx,
+                                      OutboxMessage{.event_type = "order.audited", .schema_version = 2,
+                                                    .topic = "audit", .payload = {{"n", 1}}},
+                                      {.tenant_scope = TenantScope::Global, .key = "audit-key",
+                                       .headers = {{"x-source", "batch-job"}}});
+    CHECK(first.event_id < second.event_id);  // UUIDv7: time-ordered
+    tx.commit();
+  }
+  {
+    Tx tx = s.pool->begin();
+    s.outbox.emit(tx, OrderProjected{"never"}, {.tenant_id = "t9"});
+  }  // rolled back
+  CHECK(s.outbox_rows() == 2);
+  const auto global = s.db.query("SELECT tenant_scope, tenant_id, message_key, headers->>'x-source' "
+                                 "FROM {schema}.outbox_events WHERE event_type = 'order.audited'")[0];
+  CHECK(global[0].as<std::string>() == "global");
+  CHECK(global[1].as<std::string>() == "");
+  CHECK(global[2].as<std::string>() == "audit-key");
+  CHECK(global[3].as<std::string>() == "batch-job");
+}
+
+TEST_CASE("emit rejects bad input before writing anything, naming the field") {
+  Setup s;
+  Tx tx = s.pool->begin();
+  const auto expect = [&](const OutboxMessage& m, const EmitOptions& o, const std::string& code,
+                          const std::string& field) {
+    try {
+      s.outbox.emit(tx, m, o);
+      FAIL("expected OutboxValidationError " << code);
+    } catch (const OutboxValidationError& e) {
+      CHECK(e.code() == code);
+      CHECK(e.field() == field);
+    }
+  };
+  const OutboxMessage ok{.event_type = "e", .schema_version = 1, .topic = "t", .payload = {{"a", 1}}};
+  expect(ok, {}, "OUTBOX_TENANT_SCOPE_INVALID", "tenant_id");
+  expect(ok, {.tenant_id = "x", .tenant_scope = TenantScope::Global}, "OUTBOX_TENANT_SCOPE_INVALID", "tenant_id");
+  auto m = ok;
+  m.event_type = "";
+  expect(m, {.tenant_id = "t"}, "OUTBOX_FIELD_REQUIRED", "event_type");
+  m = ok;
+  m.schema_version = 0;
+  expect(m, {.tenant_id = "t"}, "OUTBOX_SCHEMA_VERSION_INVALID", "schema_version");
+  m = ok;
+  m.topic = "bad topic!";
+  expect(m, {.tenant_id = "t"}, "OUTBOX_FIELD_INVALID", "topic");
+  m = ok;
+  m.payload = {{"n", std::numeric_limits<double>::infinity()}};
+  expect(m, {.tenant_id = "t"}, "JSON_NON_FINITE_NUMBER", "payload/n");
+  expect(ok, {.tenant_id = "t", .headers = {{"event_id", "forged"}}}, "OUTBOX_FIELD_INVALID", "headers/event_id");
+  tx.commit();
+  CHECK(s.outbox_rows() == 0);
+}
+
+TEST_CASE("event ids are UUIDv7 and sort in creation order") {
+  std::string previous;
+  for (int i = 0; i < 10000; ++i) {
+    const auto id = uuid_v7();
+    REQUIRE(is_uuid_v7(id));
+    REQUIRE(id > previous);
+    previous = id;
+  }
+}
