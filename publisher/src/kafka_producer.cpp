@@ -73,6 +73,17 @@ void KafkaProducer::on_error(rd_kafka_t* handle, int error, const char* reason, 
   self->fatal_ = true;
 }
 
+void KafkaProducer::check_fatal() {
+  // The error callback only runs inside rd_kafka_poll(); a producer with nothing in
+  // flight would never learn it is dead (producev just keeps answering __FATAL).
+  char detail[512];
+  const rd_kafka_resp_err_t original = rd_kafka_fatal_error(handle_, detail, sizeof detail);
+  if (original == RD_KAFKA_RESP_ERR_NO_ERROR || fatal_) return;
+  std::lock_guard lock(fatal_mutex);
+  fatal_reason_ = std::string(rd_kafka_err2name(original)) + ": " + detail;
+  fatal_ = true;
+}
+
 std::string KafkaProducer::fatal_reason() const {
   std::lock_guard lock(fatal_mutex);
   return fatal_reason_;
@@ -92,6 +103,7 @@ bool KafkaProducer::connected(std::chrono::milliseconds timeout) const {
 std::vector<DeliveryOutcome> KafkaProducer::send(const std::vector<KafkaRecord>& records,
                                                  std::chrono::milliseconds wait) {
   std::vector<DeliveryOutcome> outcomes(records.size());
+  check_fatal();
   outcomes_ = &outcomes;
   pending_ = 0;
   ++generation_;
@@ -123,6 +135,7 @@ std::vector<DeliveryOutcome> KafkaProducer::send(const std::vector<KafkaRecord>&
     }
   }
   while (pending_ > 0 && !fatal_ && std::chrono::steady_clock::now() < deadline) rd_kafka_poll(handle_, 20);
+  check_fatal();
   if (pending_ > 0) {
     // Out of time or fatal: take the rest back so no late report lands on a later batch.
     rd_kafka_purge(handle_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT | RD_KAFKA_PURGE_F_NON_BLOCKING);

@@ -48,6 +48,7 @@ class KafkaProducer {
   void raise_fatal_error(const std::string& reason);
 
  private:
+  void check_fatal();
   static void on_delivery(rd_kafka_t*, const rd_kafka_message_t* message, void* opaque);
   static void on_error(rd_kafka_t*, int error, const char* reason, void* opaque);
 

@@ -3,7 +3,7 @@
 //   boxcar migrate   [--database-url URL] [--schema NAME]
 //   boxcar publisher [--database-url URL] [--schema NAME] [--kafka NAME=VALUE]...
 //                    [--topic EVENT_TYPE=TOPIC]... [--batch-size N] [--max-attempts N]
-//                    [--delivery-timeout-ms N]
+//                    [--delivery-timeout-ms N] [--lease-ms N]
 //
 // Environment: BOXCAR_DATABASE_URL, BOXCAR_SCHEMA, and BOXCAR_KAFKA_<PROPERTY> for every
 // librdkafka property (BOXCAR_KAFKA_BOOTSTRAP_SERVERS=... is bootstrap.servers=...,
@@ -28,7 +28,7 @@ constexpr const char* kUsage =
     "usage: boxcar migrate   [--database-url URL] [--schema NAME]\n"
     "       boxcar publisher [--database-url URL] [--schema NAME] [--kafka NAME=VALUE]...\n"
     "                        [--topic EVENT_TYPE=TOPIC]... [--batch-size N] [--max-attempts N]\n"
-    "                        [--delivery-timeout-ms N]\n"
+    "                        [--delivery-timeout-ms N] [--lease-ms N]\n"
     "  --database-url  libpq URL (default: $BOXCAR_DATABASE_URL)\n"
     "  --schema        schema holding Boxcar's tables (default: $BOXCAR_SCHEMA or boxcar)\n"
     "  --kafka         a librdkafka property (also BOXCAR_KAFKA_<NAME> with '.' as '_')\n"
@@ -111,6 +111,7 @@ int run_publisher(const std::vector<std::string>& args) {
   Common common;
   boxcar::PublisherOptions options;
   options.kafka = kafka_properties_from_environment();
+  bool lease_set = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (common_flag(common, args, i)) continue;
     const auto value = [&]() -> std::string {
@@ -132,7 +133,10 @@ int run_publisher(const std::vector<std::string>& args) {
       options.max_attempts = parse_int(value(), flag);
     } else if (flag == "--delivery-timeout-ms") {
       options.delivery_timeout = std::chrono::milliseconds(parse_int(value(), flag));
-      options.lease = options.delivery_timeout + std::chrono::seconds(60);
+      if (!lease_set) options.lease = options.delivery_timeout + std::chrono::seconds(60);
+    } else if (flag == "--lease-ms") {
+      options.lease = std::chrono::milliseconds(parse_int(value(), flag));
+      lease_set = true;
     } else {
       throw boxcar::ConfigError(flag, "unknown option for 'boxcar publisher'");
     }

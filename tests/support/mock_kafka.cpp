@@ -82,9 +82,13 @@ std::vector<KafkaRecordRead> MockKafka::read_all(const std::string& topic, std::
   std::set<std::pair<int, std::int64_t>> seen;
   std::vector<KafkaRecordRead> records;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (records.size() < expected && std::chrono::steady_clock::now() < deadline) {
+  auto last_record = std::chrono::steady_clock::now();
+  // Past `expected`, keep reading until the topic is quiet for a second: duplicates count.
+  while (std::chrono::steady_clock::now() < deadline &&
+         (records.size() < expected || std::chrono::steady_clock::now() - last_record < std::chrono::seconds(1))) {
     rd_kafka_message_t* message = rd_kafka_consumer_poll(consumer, 100);
     if (!message) continue;
+    last_record = std::chrono::steady_clock::now();
     if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
         seen.emplace(message->partition, message->offset).second) {
       KafkaRecordRead r;

@@ -38,8 +38,9 @@ class MockKafka {
   /// The next `count` Produce requests fail with `error` (an rd_kafka_resp_err_t value).
   void fail_next_produce_requests(int count, int error);
 
-  /// Reads `topic` from the beginning until `expected` distinct (partition, offset)
-  /// records arrived or `timeout` passed; returns what it read, one per record.
+  /// Reads `topic` from the beginning until at least `expected` distinct (partition,
+  /// offset) records arrived and the topic was then quiet for a second, or `timeout`
+  /// passed; returns what it read, one entry per record (duplicates included).
   std::vector<KafkaRecordRead> read_all(const std::string& topic, std::size_t expected,
                                         std::chrono::milliseconds timeout) const;
 

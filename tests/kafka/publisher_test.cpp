@@ -1,0 +1,206 @@
+// The publisher against librdkafka's mock cluster over loopback TCP, read back with a
+// real consumer. Invariants are checked by counting rows and records.
+#include <catch2/catch.hpp>
+
+#include <librdkafka/rdkafka.h>
+
+#include <set>
+#include <thread>
+
+#include "boxcar/outbox/outbox_emitter.hpp"
+#include "boxcar/publisher/publisher.hpp"
+#include "mock_kafka.hpp"
+#include "test_database.hpp"
+
+using namespace boxcar;
+using namespace boxcar::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Setup {
+  TestDatabase db;
+  MockKafka kafka;
+  std::shared_ptr<ConnectionPool> pool = db.pool(6);
+  OutboxEmitter outbox{pool, {.schema = db.schema(), .notify = true}};
+  Setup() {
+    kafka.create_topic("orders", 4);
+    kafka.create_topic("audit", 2);
+  }
+  PublisherOptions options() const {
+    return {.schema = db.schema(),
+            .kafka = {{"bootstrap.servers", kafka.bootstrap_servers()}},
+            .batch_size = 100,
+            .lease = 8s,
+            .delivery_timeout = 2s,
+            .backoff = {.base = 10ms, .cap = 50ms},
+            .poll_interval = 100ms};
+  }
+  // Emits `count` events, one transaction each; returns their event ids.
+  std::set<std::string> emit(int count, int offset = 0) {
+    std::set<std::string> ids;
+    for (int i = offset; i < offset + count; ++i) {
+      Tx tx = pool->begin();
+      ids.insert(outbox
+                     .emit(tx,
+                           OutboxMessage{.event_type = "order.projected", .schema_version = 1, .topic = "orders",
+                                         .payload = {{"n", i}}},
+                           {.tenant_id = "tenant-" + std::to_string(i % 5), .causation_id = "cause-" + std::to_string(i)})
+                     .event_id);
+      tx.commit();
+    }
+    return ids;
+  }
+  std::int64_t count(const std::string& status) const {
+    return db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = '" + status + "'");
+  }
+};
+
+bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!done() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(20ms);
+  return done();
+}
+
+std::set<std::string> event_ids(const std::vector<KafkaRecordRead>& records) {
+  std::set<std::string> ids;
+  for (const auto& r : records) ids.insert(r.headers.at("event_id"));
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("the publisher delivers emitted events with their stable id, key and headers, then marks them published") {
+  Setup s;
+  const auto ids = s.emit(50);
+  {
+    Tx tx = s.pool->begin();
+    s.outbox.emit(tx, OutboxMessage{.event_type = "order.audited", .schema_version = 2, .topic = "orders",
+                                    .payload = {{"audit", true}}},
+                  {.tenant_scope = TenantScope::Global, .correlation_id = "corr-1", .key = "k-1",
+                   .headers = {{"x-origin", "test"}}, .traceparent = "00-abc-def-01"});
+    tx.commit();
+  }
+  auto options = s.options();
+  options.topic_overrides = {{"order.audited", "audit"}};
+  Publisher publisher(s.pool, options);
+  CHECK(publisher.drain() == 51);
+  CHECK(s.count("PUBLISHED") == 51);
+  CHECK(publisher.stats().delivered == 51);
+
+  const auto records = s.kafka.read_all("orders", 50, 20s);
+  REQUIRE(records.size() == 50);
+  CHECK(event_ids(records) == ids);
+  for (const auto& r : records) {
+    const auto row = s.db.query("SELECT tenant_id, payload, causation_id FROM {schema}.outbox_events WHERE event_id = '" +
+                                r.headers.at("event_id") + "'");
+    REQUIRE(row.size() == 1);
+    CHECK(r.key == row[0][0].as<std::string>());  // default key: the tenant id
+    CHECK(r.value == row[0][1].as<std::string>());
+    CHECK(r.headers.at("causation_id") == row[0][2].as<std::string>());
+    CHECK(r.headers.at("event_type") == "order.projected");
+    CHECK(r.headers.at("schema_version") == "1");
+    CHECK(r.headers.at("tenant_scope") == "tenant");
+    CHECK(r.headers.at("tenant_id") == row[0][0].as<std::string>());
+  }
+  const auto audit = s.kafka.read_all("audit", 1, 20s);
+  REQUIRE(audit.size() == 1);
+  CHECK(audit[0].key == "k-1");
+  CHECK(audit[0].value == R"({"audit":true})");
+  CHECK(audit[0].headers.at("tenant_scope") == "global");
+  CHECK(audit[0].headers.count("tenant_id") == 0);
+  CHECK(audit[0].headers.at("correlation_id") == "corr-1");
+  CHECK(audit[0].headers.at("traceparent") == "00-abc-def-01");
+  CHECK(audit[0].headers.at("x-origin") == "test");
+  CHECK(audit[0].headers.at("schema_version") == "2");
+}
+
+TEST_CASE("with every broker down nothing is marked published, and the backlog drains when they return") {
+  Setup s;
+  auto ids = s.emit(30);
+  s.kafka.set_all_down(true);
+  Publisher publisher(s.pool, s.options());
+  publisher.start();
+  // Two delivery timeouts' worth of attempts against a dead cluster.
+  std::this_thread::sleep_for(5s);
+  CHECK(s.count("PUBLISHED") == 0);
+  CHECK(publisher.stats().delivered == 0);
+  CHECK(publisher.stats().failed >= 30);
+  auto more = s.emit(20, 30);  // the backlog grows while Kafka is down
+  ids.insert(more.begin(), more.end());
+  CHECK(s.count("PUBLISHED") == 0);
+
+  s.kafka.set_all_down(false);
+  CHECK(wait_for([&] { return s.count("PUBLISHED") == 50; }, 60s));
+  publisher.stop();
+  const auto records = s.kafka.read_all("orders", 50, 20s);
+  // At least once: every event arrived; duplicates (same id) are allowed, losses are not.
+  CHECK(event_ids(records) == ids);
+}
+
+TEST_CASE("injected produce errors are retried until every event is delivered") {
+  Setup s;
+  const auto ids = s.emit(40);
+  s.kafka.fail_next_produce_requests(8, RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS);
+  s.kafka.fail_next_produce_requests(2, RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT);
+  Publisher publisher(s.pool, s.options());
+  publisher.start();
+  CHECK(wait_for([&] { return s.count("PUBLISHED") == 40; }, 60s));
+  publisher.stop();
+  CHECK(event_ids(s.kafka.read_all("orders", 40, 20s)) == ids);
+}
+
+TEST_CASE("a fatal idempotent-producer error recreates the producer and loses nothing") {
+  Setup s;
+  auto ids = s.emit(20);
+  Publisher publisher(s.pool, s.options());
+  CHECK(publisher.drain() == 20);
+  publisher.raise_fatal_error_for_testing("test: out-of-order sequence");
+  std::this_thread::sleep_for(200ms);  // the error callback runs on librdkafka's thread
+  const auto more = s.emit(20, 20);
+  ids.insert(more.begin(), more.end());
+  for (int i = 0; i < 50 && s.count("PUBLISHED") < 40; ++i) {
+    publisher.drain();
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK(s.count("PUBLISHED") == 40);
+  CHECK(publisher.stats().fatal_errors >= 1);
+  CHECK(publisher.stats().producer_restarts >= 1);
+  CHECK(event_ids(s.kafka.read_all("orders", 40, 20s)) == ids);
+}
+
+TEST_CASE("an idle publisher is woken by NOTIFY after the emitting transaction commits") {
+  Setup s;
+  auto options = s.options();
+  options.poll_interval = 20s;
+  Publisher publisher(s.pool, options);
+  publisher.start();
+  std::this_thread::sleep_for(500ms);  // idle now
+  s.emit(1);
+  CHECK(wait_for([&] { return s.count("PUBLISHED") == 1; }, 5s));
+  publisher.stop();
+}
+
+TEST_CASE("publisher configuration errors name the key") {
+  Setup s;
+  const auto expect = [&](PublisherOptions options, const std::string& key) {
+    try {
+      Publisher publisher(s.pool, options);
+      FAIL("expected ConfigError " << key);
+    } catch (const ConfigError& e) {
+      CHECK(e.key() == key);
+    }
+  };
+  auto o = s.options();
+  o.kafka["enable.idempotence"] = "false";
+  expect(o, "kafka.enable.idempotence");
+  o = s.options();
+  o.kafka["no.such.property"] = "1";
+  expect(o, "kafka.no.such.property");
+  o = s.options();
+  o.lease = 3s;
+  expect(o, "publisher.lease");
+  o = s.options();
+  o.batch_size = 0;
+  expect(o, "publisher.batch_size");
+}
