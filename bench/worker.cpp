@@ -179,8 +179,9 @@ Measurement drain_raw(const std::string& url, int threads, bool batched) {
             std::string ids = "{", tokens = "{";
             for (const auto& row : claimed) {
               w.exec_prepared("app", row[2].c_str(), row[3].as<int>());
-              ids += (ids.size() > 1 ? "," : "") + std::string(row[0].c_str());
-              tokens += (tokens.size() > 1 ? "," : "") + std::string(row[1].c_str());
+              if (ids.size() > 1) ids += ',', tokens += ',';
+              ids += row[0].c_str();
+              tokens += row[1].c_str();
             }
             w.exec_prepared("complete_many", ids + "}", tokens + "}");
             w.commit();

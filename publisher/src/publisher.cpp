@@ -26,6 +26,7 @@ using Clock = std::chrono::steady_clock;
 
 struct ClaimedEvent {
   std::int64_t id;
+  std::string event_id;
   detail::KafkaRecord record;
 };
 
@@ -173,11 +174,13 @@ class Publisher::Impl {
     }
 
     std::vector<std::int64_t> delivered;
+    std::vector<std::string> delivered_event_ids;
     std::vector<std::int64_t> failed;
     std::string first_error;
     for (std::size_t i = 0; i < events.size(); ++i) {
       if (outcomes[i].delivered) {
         delivered.push_back(events[i].id);
+        if (options_.on_delivered) delivered_event_ids.push_back(events[i].event_id);
       } else {
         failed.push_back(events[i].id);
         if (first_error.empty()) first_error = outcomes[i].error;
@@ -189,6 +192,7 @@ class Publisher::Impl {
       if (marked < delivered.size())
         log_->warn("{} delivered events were no longer claimed by this publisher (lease expired)",
                    delivered.size() - marked);
+      if (options_.on_delivered) options_.on_delivered(delivered_event_ids);
     }
     if (!failed.empty()) {
       const auto statuses =
@@ -205,7 +209,8 @@ class Publisher::Impl {
   ClaimedEvent to_event(const pqxx::row& row) const {
     ClaimedEvent e;
     e.id = row[0].as<std::int64_t>();
-    const std::string event_id = row[1].as<std::string>();
+    e.event_id = row[1].as<std::string>();
+    const std::string& event_id = e.event_id;
     const std::string event_type = row[2].as<std::string>();
     const auto override = options_.topic_overrides.find(event_type);
     e.record.topic = override != options_.topic_overrides.end() ? override->second : row[4].as<std::string>();

@@ -15,9 +15,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "boxcar/runtime/backoff.hpp"
 #include "boxcar/runtime/connection_pool.hpp"
@@ -44,6 +46,9 @@ struct PublisherOptions {
   BackoffOptions backoff{.base = std::chrono::milliseconds(500), .cap = std::chrono::minutes(1)};
   /// Fallback polling when no NOTIFY arrives (and lease recovery cadence).
   std::chrono::milliseconds poll_interval{std::chrono::seconds(1)};
+  /// Observer for metrics and tests: called on the publishing thread right after a batch's
+  /// delivered events were marked PUBLISHED, with their event ids. Keep it cheap.
+  std::function<void(const std::vector<std::string>& event_ids)> on_delivered{};
 };
 
 struct PublisherStats {

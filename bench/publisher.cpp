@@ -1,0 +1,280 @@
+// bench_publisher: how fast boxcar::Publisher drains emitted outbox rows to Kafka (the
+// librdkafka mock cluster, in this process, over loopback TCP), beside two baselines
+// measured in the same run:
+//   (a) a plain librdkafka producer sending the same records with the same settings
+//       (enable.idempotence=true, acks=all) to the same cluster, no database;
+//   (b) the publisher's claim-batch + mark-published SQL run directly with libpqxx, no
+//       Kafka.
+// The publisher is bounded by the slower of the two: ratio = boxcar / min(a, b).
+// Also the emit-commit -> published latency at a fixed 1,000 events/s.
+//
+//   scripts/bench publisher [--events N] [--rounds R]
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#include <algorithm>
+#include <atomic>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <pqxx/pqxx>
+
+#include "boxcar/outbox/outbox_emitter.hpp"
+#include "boxcar/publisher/publisher.hpp"
+#include "boxcar/runtime/migrate.hpp"
+#include "boxcar/runtime/uuid.hpp"
+#include "harness.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using boxcar::bench::Admin;
+using boxcar::bench::Measurement;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kSchema = "bench_publisher";
+constexpr const char* kTopic = "bench";
+constexpr double kTarget = 0.70;
+constexpr std::size_t kDefaultBatch = 1000;
+
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// `count` PENDING outbox rows, as an emitter would have written them (untimed).
+void load(const std::string& url, int count) {
+  Admin admin(url);
+  admin.exec(std::string("TRUNCATE ") + kSchema + ".outbox_events");
+  admin.exec(std::string("INSERT INTO ") + kSchema +
+             ".outbox_events (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, "
+             "causation_id, payload) SELECT gen_random_uuid(), 'order.projected', 1, '" + kTopic +
+             "', 'tenant-' || (g % 50), 'tenant', 'tenant-' || (g % 50), 'm-' || g, "
+             "'{\"orderId\":\"o-' || g || '\",\"total\":12.5}' FROM generate_series(1, " + std::to_string(count) + ") g");
+  admin.exec(std::string("VACUUM ANALYZE ") + kSchema + ".outbox_events");
+  admin.checkpoint();
+}
+
+Measurement publish_boxcar(const std::string& url, const std::string& bootstrap, std::size_t batch, int count) {
+  auto pool = boxcar::ConnectionPool::create({.url = url, .size = 4});
+  boxcar::Publisher publisher(pool, {.schema = kSchema, .kafka = {{"bootstrap.servers", bootstrap}},
+                                     .batch_size = batch, .delivery_timeout = 30s});
+  const auto start = Clock::now();
+  publisher.drain();
+  const double seconds = since(start);
+  if (publisher.stats().delivered != static_cast<std::uint64_t>(count))
+    throw std::runtime_error("publisher delivered " + std::to_string(publisher.stats().delivered) + " of " +
+                             std::to_string(count));
+  return {.units = static_cast<std::uint64_t>(count), .seconds = seconds};
+}
+
+struct RawRecord {
+  std::string key, value, event_id, tenant, causation;
+};
+
+// (a): the same records, headers and producer settings, straight from memory.
+Measurement produce_raw(const std::string& bootstrap, const std::vector<RawRecord>& records) {
+  char error[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  for (const auto& [k, v] : std::map<std::string, std::string>{
+           {"bootstrap.servers", bootstrap}, {"enable.idempotence", "true"}, {"acks", "all"},
+           {"message.timeout.ms", "30000"}})
+    rd_kafka_conf_set(conf, k.c_str(), v.c_str(), error, sizeof error);
+  static std::atomic<std::uint64_t> delivered;
+  delivered = 0;
+  rd_kafka_conf_set_dr_msg_cb(conf, [](rd_kafka_t*, const rd_kafka_message_t* m, void*) {
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) ++delivered;
+  });
+  rd_kafka_t* producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, error, sizeof error);
+  if (!producer) throw std::runtime_error(error);
+  const auto start = Clock::now();
+  for (const auto& r : records) {
+    rd_kafka_headers_t* headers = rd_kafka_headers_new(6);
+    const auto add = [&](const char* name, const std::string& value) {
+      rd_kafka_header_add(headers, name, -1, value.data(), static_cast<ssize_t>(value.size()));
+    };
+    add("event_id", r.event_id);
+    add("event_type", "order.projected");
+    add("schema_version", "1");
+    add("tenant_scope", "tenant");
+    add("tenant_id", r.tenant);
+    add("causation_id", r.causation);
+    while (rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(kTopic),
+                             RD_KAFKA_V_KEY(const_cast<char*>(r.key.data()), r.key.size()),
+                             RD_KAFKA_V_VALUE(const_cast<char*>(r.value.data()), r.value.size()),
+                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),
+                             RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+      rd_kafka_poll(producer, 10);
+  }
+  rd_kafka_flush(producer, 60000);
+  const double seconds = since(start);
+  rd_kafka_destroy(producer);
+  if (delivered != records.size()) throw std::runtime_error("raw producer lost records");
+  return {.units = records.size(), .seconds = seconds};
+}
+
+// (b): the publisher's database work alone.
+Measurement claim_and_mark_raw(const std::string& url, std::size_t batch, int count) {
+  pqxx::connection c(url);
+  const std::string s = kSchema;
+  c.prepare("claim", "WITH due AS (SELECT id FROM " + s + ".outbox_events WHERE status IN ('PENDING', 'RETRYABLE') "
+                     "AND available_at <= now() ORDER BY available_at, id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED) "
+                     "UPDATE " + s + ".outbox_events AS e SET status = 'PUBLISHING', claim_token = $2::uuid, "
+                     "lease_expires_at = now() + interval '90 seconds', attempts = e.attempts + 1, updated_at = now() "
+                     "FROM due WHERE e.id = due.id RETURNING e.id, e.event_id::text, e.event_type, e.schema_version, "
+                     "e.topic, e.message_key, e.tenant_scope, e.tenant_id, e.causation_id, e.correlation_id, "
+                     "e.traceparent, e.headers::text, e.payload, e.attempts");
+  c.prepare("mark", "UPDATE " + s + ".outbox_events SET status = 'PUBLISHED', published_at = now(), "
+                    "claim_token = NULL, lease_expires_at = NULL, last_error = NULL, updated_at = now() "
+                    "WHERE id = ANY($1::bigint[]) AND claim_token = $2::uuid AND status = 'PUBLISHING'");
+  std::uint64_t done = 0;
+  const auto start = Clock::now();
+  while (true) {
+    const std::string token = boxcar::uuid_v7();
+    pqxx::result rows;
+    {
+      pqxx::nontransaction n(c);
+      rows = n.exec_prepared("claim", static_cast<long long>(batch), token);
+    }
+    if (rows.empty()) break;
+    std::string ids = "{";
+    for (const auto& row : rows) {
+      if (ids.size() > 1) ids += ',';
+      ids += row[0].c_str();
+    }
+    pqxx::nontransaction n(c);
+    n.exec_prepared("mark", ids + "}", token);
+    done += rows.size();
+  }
+  const double seconds = since(start);
+  if (done != static_cast<std::uint64_t>(count)) throw std::runtime_error("raw claim/mark lost rows");
+  return {.units = done, .seconds = seconds};
+}
+
+std::vector<RawRecord> read_records(const std::string& url) {
+  pqxx::connection c(url);
+  pqxx::nontransaction n(c);
+  std::vector<RawRecord> out;
+  for (const auto& row : n.exec(std::string("SELECT message_key, payload, event_id::text, tenant_id, causation_id FROM ") +
+                                kSchema + ".outbox_events ORDER BY id"))
+    out.push_back({row[0].c_str(), row[1].c_str(), row[2].c_str(), row[3].c_str(), row[4].c_str()});
+  return out;
+}
+
+void measure_latency(const std::string& url, const std::string& bootstrap, int rate, double seconds) {
+  Admin(url).exec(std::string("TRUNCATE ") + kSchema + ".outbox_events");
+  std::mutex mutex;
+  std::map<std::string, Clock::time_point> committed_at, published_at;
+  auto pool = boxcar::ConnectionPool::create({.url = url, .size = 4});
+  boxcar::Publisher publisher(pool, {.schema = kSchema, .kafka = {{"bootstrap.servers", bootstrap}},
+                                     .batch_size = kDefaultBatch, .delivery_timeout = 30s,
+                                     .on_delivered = [&](const std::vector<std::string>& ids) {
+                                       const auto now = Clock::now();
+                                       std::lock_guard lock(mutex);
+                                       for (const auto& id : ids) published_at[id] = now;
+                                     }});
+  boxcar::OutboxEmitter outbox(pool, {.schema = kSchema});
+  publisher.start();
+  std::this_thread::sleep_for(500ms);
+  const int total = static_cast<int>(rate * seconds);
+  const auto interval = std::chrono::nanoseconds(1'000'000'000 / rate);
+  auto next = Clock::now();
+  for (int i = 0; i < total; ++i) {
+    std::this_thread::sleep_until(next);
+    next += interval;
+    boxcar::Tx tx = pool->begin();
+    const auto e = outbox.emit(tx, boxcar::OutboxMessage{.event_type = "tick", .schema_version = 1, .topic = kTopic,
+                                                         .payload = {{"i", i}}},
+                               {.tenant_id = std::to_string(i % 10)});
+    tx.commit();
+    const auto now = Clock::now();
+    std::lock_guard lock(mutex);
+    committed_at[e.event_id] = now;
+  }
+  const auto end = Clock::now() + 60s;
+  while (Clock::now() < end) {
+    {
+      std::lock_guard lock(mutex);
+      if (published_at.size() >= committed_at.size()) break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  publisher.stop();
+  std::vector<double> ms;
+  for (const auto& [id, t] : committed_at) {
+    const auto p = published_at.find(id);
+    if (p == published_at.end()) throw std::runtime_error("an event was not published within 60 s");
+    ms.push_back(std::chrono::duration<double, std::milli>(p->second - t).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  const auto pct = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<std::size_t>(q * ms.size()))]; };
+  std::cout << "\nlatency emit commit -> delivery report and PUBLISHED mark, " << rate << " events/s offered, "
+            << total << " events (NOTIFY wake-ups):\n"
+            << std::fixed << std::setprecision(2) << "  p50 " << pct(0.5) << " ms   p90 " << pct(0.9) << " ms   p99 "
+            << pct(0.99) << " ms   max " << ms.back() << " ms\n"
+            << "latency p99_ms " << pct(0.99) << " 50.00\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    int events = 100000;
+    std::vector<char*> rest{argv[0]};
+    for (int i = 1; i < argc; ++i) {
+      if (std::string(argv[i]) == "--events" && i + 1 < argc) events = std::stoi(argv[++i]);
+      else rest.push_back(argv[i]);
+    }
+    const auto options = boxcar::bench::parse_options(static_cast<int>(rest.size()), rest.data());
+    const std::string& url = options.database_url;
+    Admin(url).exec(std::string("DROP SCHEMA IF EXISTS ") + kSchema + " CASCADE");
+    boxcar::migrate(url, {.schema = kSchema});
+
+    char error[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "log_level", "0", error, sizeof error);
+    rd_kafka_t* mock_handle = rd_kafka_new(RD_KAFKA_PRODUCER, conf, error, sizeof error);
+    rd_kafka_mock_cluster_t* cluster = rd_kafka_mock_cluster_new(mock_handle, 3);
+    rd_kafka_mock_topic_create(cluster, kTopic, 4, 3);
+    const std::string bootstrap = rd_kafka_mock_cluster_bootstraps(cluster);
+
+    std::cout << "bench_publisher: " << events << " outbox rows per measurement, mock cluster of 3 brokers "
+              << "(topic with 4 partitions) in this process\n";
+    std::vector<boxcar::bench::CaseResult> results;
+    for (const std::size_t batch : {std::size_t{100}, std::size_t{500}, kDefaultBatch, std::size_t{5000}}) {
+      const int rounds = batch == kDefaultBatch ? std::max(2, std::min(options.rounds, 3)) : 1;
+      boxcar::bench::CaseResult result{.name = "publish_b" + std::to_string(batch),
+                                       .detail = "batch " + std::to_string(batch) + ", events/s vs min(a, b)"};
+      for (int round = 1; round <= rounds; ++round) {
+        load(url, events);
+        const auto records = read_records(url);
+        const auto a = produce_raw(bootstrap, records);
+        const auto b = claim_and_mark_raw(url, batch, events);
+        load(url, events);
+        const auto boxcar = publish_boxcar(url, bootstrap, batch, events);
+        std::cout << "  " << result.name << " round " << round << "/" << rounds << ": (a) kafka only "
+                  << static_cast<long>(a.rate()) << "/s  (b) database only " << static_cast<long>(b.rate())
+                  << "/s  boxcar " << static_cast<long>(boxcar.rate()) << "/s  ratio " << std::fixed
+                  << std::setprecision(2) << boxcar.rate() / std::min(a.rate(), b.rate()) << "\n";
+        result.baseline.push_back(std::min(a.rate(), b.rate()));
+        result.boxcar.push_back(boxcar.rate());
+      }
+      results.push_back(result);
+    }
+    measure_latency(url, bootstrap, 1000, 5.0);
+    std::cout << "\n";
+    boxcar::bench::print_table(std::cout, results);
+    std::cout << "\n";
+    for (const auto& r : results)
+      if (r.name == "publish_b" + std::to_string(kDefaultBatch)) boxcar::bench::print_ratio_line(std::cout, r, kTarget);
+    rd_kafka_mock_cluster_destroy(cluster);
+    rd_kafka_destroy(mock_handle);
+    return 0;
+  } catch (const boxcar::bench::UsageError& e) {
+    std::cerr << e.what() << "\n" << boxcar::bench::usage(argv[0]);
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_publisher failed: " << e.what() << "\n";
+    return 1;
+  }
+}
