@@ -20,6 +20,9 @@ KafkaProducer::KafkaProducer(const std::map<std::string, std::string>& propertie
       throw ConfigError("kafka." + name, error);
     }
   };
+  // Defaults an application may override: small delivery round trips must not wait for
+  // Nagle + delayed ACK (a 40 ms stall per request on quiet connections).
+  set("socket.nagle.disable", "true");
   for (const auto& [name, value] : properties) {
     if ((name == "enable.idempotence" && value != "true") || (name == "acks" && value != "all" && value != "-1"))
       throw ConfigError("kafka." + name, "Boxcar's publisher always uses enable.idempotence=true and acks=all");
@@ -43,24 +46,24 @@ KafkaProducer::KafkaProducer(const std::map<std::string, std::string>& propertie
 KafkaProducer::~KafkaProducer() {
   if (!handle_) return;
   rd_kafka_purge(handle_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT | RD_KAFKA_PURGE_F_NON_BLOCKING);
-  outcomes_ = nullptr;  // purged reports of an abandoned batch are ignored
+  batches_.clear();  // purged reports of abandoned batches are ignored
   rd_kafka_flush(handle_, 1000);
   rd_kafka_destroy(handle_);
 }
 
 void KafkaProducer::on_delivery(rd_kafka_t*, const rd_kafka_message_t* message, void* opaque) {
   auto* self = static_cast<KafkaProducer*>(opaque);
-  if (!self->outcomes_) return;
   const auto tag = reinterpret_cast<std::uintptr_t>(message->_private);
-  if ((tag >> 32) != self->generation_) return;
+  const auto batch = self->batches_.find(static_cast<std::uint32_t>(tag >> 32));
+  if (batch == self->batches_.end()) return;
   const std::size_t index = tag & 0xFFFFFFFFu;
-  if (index >= self->outcomes_->size()) return;
-  DeliveryOutcome& outcome = (*self->outcomes_)[index];
+  if (index >= batch->second.outcomes.size()) return;
+  DeliveryOutcome& outcome = batch->second.outcomes[index];
   // Only a report without error is proof of delivery; NOT_PERSISTED and
   // POSSIBLY_PERSISTED both leave the event for a retry (its id lets consumers dedupe).
   outcome.delivered = message->err == RD_KAFKA_RESP_ERR_NO_ERROR;
   outcome.error = outcome.delivered ? "" : rd_kafka_err2str(message->err);
-  if (self->pending_ > 0) --self->pending_;
+  if (batch->second.pending > 0) --batch->second.pending;
 }
 
 void KafkaProducer::on_error(rd_kafka_t* handle, int error, const char* reason, void* opaque) {
@@ -100,14 +103,11 @@ bool KafkaProducer::connected(std::chrono::milliseconds timeout) const {
   return err == RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
-std::vector<DeliveryOutcome> KafkaProducer::send(const std::vector<KafkaRecord>& records,
-                                                 std::chrono::milliseconds wait) {
-  std::vector<DeliveryOutcome> outcomes(records.size());
+std::uint32_t KafkaProducer::produce(const std::vector<KafkaRecord>& records) {
   check_fatal();
-  outcomes_ = &outcomes;
-  pending_ = 0;
-  ++generation_;
-  const auto deadline = std::chrono::steady_clock::now() + wait;
+  const std::uint32_t id = ++next_batch_;
+  Batch& batch = batches_[id];
+  batch.outcomes.resize(records.size());
   for (std::size_t i = 0; i < records.size() && !fatal_; ++i) {
     const KafkaRecord& record = records[i];
     rd_kafka_headers_t* headers = rd_kafka_headers_new(record.headers.size());
@@ -120,32 +120,48 @@ std::vector<DeliveryOutcome> KafkaProducer::send(const std::vector<KafkaRecord>&
           RD_KAFKA_V_KEY(const_cast<char*>(record.key.data()), record.key.size()),
           RD_KAFKA_V_VALUE(const_cast<char*>(record.value.data()), record.value.size()),
           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),
-          RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>((static_cast<std::uintptr_t>(generation_) << 32) | i)), RD_KAFKA_V_END);
+          RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>((static_cast<std::uintptr_t>(id) << 32) | i)), RD_KAFKA_V_END);
       if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        ++pending_;  // headers now belong to the message
+        ++batch.pending;  // headers now belong to the message
         break;
       }
-      if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL && std::chrono::steady_clock::now() < deadline) {
+      if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
         rd_kafka_poll(handle_, 10);  // serve delivery reports to make room
         continue;
       }
       rd_kafka_headers_destroy(headers);
-      outcomes[i].error = std::string("not produced: ") + rd_kafka_err2str(err);
+      batch.outcomes[i].error = std::string("not produced: ") + rd_kafka_err2str(err);
+      if (err == RD_KAFKA_RESP_ERR__FATAL) check_fatal();
       break;
     }
   }
-  while (pending_ > 0 && !fatal_ && std::chrono::steady_clock::now() < deadline) rd_kafka_poll(handle_, 20);
-  check_fatal();
-  if (pending_ > 0) {
-    // Out of time or fatal: take the rest back so no late report lands on a later batch.
+  rd_kafka_poll(handle_, 0);
+  return id;
+}
+
+bool KafkaProducer::complete(std::uint32_t id) {
+  rd_kafka_poll(handle_, 0);
+  return batches_.at(id).pending == 0;
+}
+
+std::vector<DeliveryOutcome> KafkaProducer::await(std::uint32_t id, std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  const auto pending = [&] { return batches_.at(id).pending; };
+  while (pending() > 0 && !fatal_ && std::chrono::steady_clock::now() < deadline) {
+    rd_kafka_poll(handle_, 20);
+    check_fatal();
+  }
+  if (pending() > 0) {
+    // Out of time or fatal: take everything back, so no late report can confirm a record
+    // after its row was handed to a retry.
     rd_kafka_purge(handle_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT | RD_KAFKA_PURGE_F_NON_BLOCKING);
     rd_kafka_poll(handle_, 0);
-    for (auto& outcome : outcomes)
+    for (auto& outcome : batches_.at(id).outcomes)
       if (!outcome.delivered && outcome.error.empty())
         outcome.error = fatal_ ? "producer failed fatally: " + fatal_reason() : "no delivery report in time";
   }
-  outcomes_ = nullptr;
-  pending_ = 0;
+  auto outcomes = std::move(batches_.at(id).outcomes);
+  batches_.erase(id);
   return outcomes;
 }
 

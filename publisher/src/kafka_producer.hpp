@@ -34,11 +34,19 @@ class KafkaProducer {
   KafkaProducer(const KafkaProducer&) = delete;
   KafkaProducer& operator=(const KafkaProducer&) = delete;
 
-  /// Produces every record and waits for all their delivery reports (at most
-  /// `wait` long). A record whose report did not come in time is purged and reported
-  /// undelivered: it may still have been written, which a retry turns into a duplicate
-  /// with the same event id, never into a loss.
-  std::vector<DeliveryOutcome> send(const std::vector<KafkaRecord>& records, std::chrono::milliseconds wait);
+  /// Starts producing `records` as one batch and returns its id; delivery reports are
+  /// collected by await(). Several batches may be in flight.
+  std::uint32_t produce(const std::vector<KafkaRecord>& records);
+
+  /// Waits (at most `wait`) until every record of `batch` has its delivery report and
+  /// returns one outcome per record, in order. When time runs out, or the producer turns
+  /// fatal, everything still in flight (of every batch) is purged and reported
+  /// undelivered: such a record may still have been written, which a retry turns into a
+  /// duplicate with the same event id, never into a loss.
+  std::vector<DeliveryOutcome> await(std::uint32_t batch, std::chrono::milliseconds wait);
+
+  /// Serves waiting delivery reports without blocking; true when `batch` has them all.
+  bool complete(std::uint32_t batch);
 
   /// True after an idempotence fatal error: this producer must be replaced.
   bool fatal() const noexcept { return fatal_; }
@@ -55,13 +63,15 @@ class KafkaProducer {
   rd_kafka_t* handle_ = nullptr;
   std::atomic<bool> fatal_{false};
   std::string fatal_reason_;
-  // Per-send state, written by the delivery callback (which runs inside rd_kafka_poll on
-  // the sending thread).
-  std::vector<DeliveryOutcome>* outcomes_ = nullptr;
-  std::size_t pending_ = 0;
-  // Each send() tags its records with a new generation, so a late (purged) report of an
-  // earlier batch can never be taken for a record of this one.
-  std::uint32_t generation_ = 0;
+  struct Batch {
+    std::vector<DeliveryOutcome> outcomes;
+    std::size_t pending = 0;
+  };
+  // Batches in flight by id; the delivery callback runs inside rd_kafka_poll() on the
+  // thread that calls produce()/await(), so no lock is needed. A report whose batch is
+  // gone (purged, abandoned) is ignored: it can never be taken for a newer record.
+  std::map<std::uint32_t, Batch> batches_;
+  std::uint32_t next_batch_ = 0;
 };
 
 }  // namespace boxcar::detail

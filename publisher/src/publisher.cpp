@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <thread>
 
@@ -30,6 +31,13 @@ struct ClaimedEvent {
   detail::KafkaRecord record;
 };
 
+// A claimed batch whose records are with the producer.
+struct InFlight {
+  std::string token;
+  std::vector<ClaimedEvent> events;
+  std::uint32_t id;
+};
+
 std::string id_array(const std::vector<std::int64_t>& ids) {
   std::string out = "{";
   for (const auto id : ids) {
@@ -53,6 +61,8 @@ class Publisher::Impl {
         log_(logger("publisher")) {
     const std::string schema = validate_schema_name(options_.schema, "publisher.schema");
     if (options_.batch_size == 0) throw ConfigError("publisher.batch_size", "must be at least 1");
+    if (options_.max_in_flight_batches == 0)
+      throw ConfigError("publisher.max_in_flight_batches", "must be at least 1");
     if (options_.max_attempts < 0) throw ConfigError("publisher.max_attempts", "must be 0 (no limit) or more");
     if (options_.delivery_timeout < std::chrono::seconds(1))
       throw ConfigError("publisher.delivery_timeout", "must be at least 1 s");
@@ -95,9 +105,9 @@ class Publisher::Impl {
     std::size_t total = 0;
     recover_expired();
     while (true) {
-      const std::size_t claimed = publish_batch();
-      if (claimed == 0) return total;
+      const std::size_t claimed = step();
       total += claimed;
+      if (claimed == 0 && in_flight_.empty()) return total;
     }
   }
 
@@ -140,30 +150,62 @@ class Publisher::Impl {
     if (!rows.empty()) log_->warn("recovered {} events whose publisher lost its claim", rows.size());
   }
 
-  // One claim -> produce -> mark cycle. Returns how many events it claimed.
-  std::size_t publish_batch() {
-    const std::string token = uuid_v7();
+  // One pipeline step: claim the next batch and start producing it, then finish (mark)
+  // batches in emit order: the ones whose delivery reports are in, and the oldest when
+  // max_in_flight_batches are with the producer or nothing more is due. So the database
+  // work of one batch overlaps the Kafka round trips of the others. Returns how many
+  // events it claimed.
+  std::size_t step() {
+    const std::size_t claimed = start_batch();
+    // Batches whose reports are all in are marked at once (latency); beyond that, wait
+    // for the oldest only when the pipeline is full or there is nothing else to do.
+    while (!in_flight_.empty() && oldest_complete()) finish_oldest();
+    if (in_flight_.size() >= options_.max_in_flight_batches || (claimed == 0 && !in_flight_.empty()))
+      finish_oldest();
+    return claimed;
+  }
+
+  bool oldest_complete() {
+    std::lock_guard lock(producer_mutex_);
+    return producer_->complete(in_flight_.front().id);
+  }
+
+  void finish_all() {
+    while (!in_flight_.empty()) finish_oldest();
+  }
+
+  std::size_t start_batch() {
+    std::string token = uuid_v7();
     const auto rows = autocommit("claim", claim_, static_cast<long long>(options_.batch_size), token,
                                  static_cast<long long>(options_.lease.count()));
     if (rows.empty()) return 0;
     claimed_ += rows.size();
-
-    std::vector<ClaimedEvent> events;
-    events.reserve(rows.size());
-    for (const auto& row : rows) events.push_back(to_event(row));
+    InFlight batch{.token = std::move(token), .events = {}, .id = 0};
+    batch.events.reserve(rows.size());
+    for (const auto& row : rows) batch.events.push_back(to_event(row));
     // Emit order within the batch, so one key's events reach its partition in order.
-    std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    std::sort(batch.events.begin(), batch.events.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
     std::vector<KafkaRecord> records;
-    records.reserve(events.size());
-    for (auto& e : events) records.push_back(std::move(e.record));
+    records.reserve(batch.events.size());
+    for (const auto& e : batch.events) records.push_back(e.record);
+    {
+      std::lock_guard lock(producer_mutex_);
+      batch.id = producer_->produce(records);
+    }
+    in_flight_.push_back(std::move(batch));
+    return rows.size();
+  }
 
+  void finish_oldest() {
+    InFlight batch = std::move(in_flight_.front());
+    in_flight_.pop_front();
     std::vector<DeliveryOutcome> outcomes;
     {
       std::lock_guard lock(producer_mutex_);
-      // Wait for reports a little past message.timeout.ms: librdkafka fails every record
-      // by then, so the batch ends with a report (or a purge) for each.
-      outcomes = producer_->send(records, options_.delivery_timeout + std::chrono::seconds(2));
-      if (producer_->fatal()) {
+      // Wait a little past message.timeout.ms: librdkafka fails every record by then, so
+      // the batch ends with a report (or a purge) for each.
+      outcomes = producer_->await(batch.id, options_.delivery_timeout + std::chrono::seconds(2));
+      if (producer_->fatal() && in_flight_.empty()) {
         ++fatal_errors_;
         log_->error("Kafka producer failed fatally ({}); recreating it, undelivered events stay unpublished",
                     producer_->fatal_reason());
@@ -172,22 +214,31 @@ class Publisher::Impl {
         ++producer_restarts_;
       }
     }
+    // A fatal producer fails every batch in flight; replace it once all are accounted for.
+    const bool fatal_pending = !in_flight_.empty() && [&] {
+      std::lock_guard lock(producer_mutex_);
+      return producer_->fatal();
+    }();
+    mark(batch, outcomes);
+    if (fatal_pending) finish_all();
+  }
 
+  void mark(const InFlight& batch, const std::vector<DeliveryOutcome>& outcomes) {
     std::vector<std::int64_t> delivered;
     std::vector<std::string> delivered_event_ids;
     std::vector<std::int64_t> failed;
     std::string first_error;
-    for (std::size_t i = 0; i < events.size(); ++i) {
+    for (std::size_t i = 0; i < batch.events.size(); ++i) {
       if (outcomes[i].delivered) {
-        delivered.push_back(events[i].id);
-        if (options_.on_delivered) delivered_event_ids.push_back(events[i].event_id);
+        delivered.push_back(batch.events[i].id);
+        if (options_.on_delivered) delivered_event_ids.push_back(batch.events[i].event_id);
       } else {
-        failed.push_back(events[i].id);
+        failed.push_back(batch.events[i].id);
         if (first_error.empty()) first_error = outcomes[i].error;
       }
     }
     if (!delivered.empty()) {
-      const auto marked = autocommit("published", mark_published_, id_array(delivered), token).affected_rows();
+      const auto marked = autocommit("published", mark_published_, id_array(delivered), batch.token).affected_rows();
       delivered_ += marked;
       if (marked < delivered.size())
         log_->warn("{} delivered events were no longer claimed by this publisher (lease expired)",
@@ -196,14 +247,13 @@ class Publisher::Impl {
     }
     if (!failed.empty()) {
       const auto statuses =
-          autocommit("failed", mark_failed_, id_array(failed), token, first_error,
+          autocommit("failed", mark_failed_, id_array(failed), batch.token, first_error,
                      static_cast<long long>(options_.backoff.base.count()),
                      static_cast<long long>(options_.backoff.cap.count()), options_.max_attempts);
       for (const auto& row : statuses) (row[0].as<std::string>() == "DEAD" ? dead_ : failed_)++;
-      log_->warn("{} of {} events not delivered, retrying with backoff: {}", failed.size(), events.size(),
+      log_->warn("{} of {} events not delivered, retrying with backoff: {}", failed.size(), batch.events.size(),
                  first_error);
     }
-    return events.size();
   }
 
   ClaimedEvent to_event(const pqxx::row& row) const {
@@ -259,13 +309,13 @@ class Publisher::Impl {
           next_recovery = Clock::now() + options_.poll_interval;
           recover_expired();
         }
-        claimed = publish_batch();
+        claimed = step();
       } catch (const std::exception& e) {
         log_->error("publishing failed, retrying after {} ms: {}", options_.poll_interval.count(), e.what());
         sleep_for(options_.poll_interval);
         continue;
       }
-      if (claimed > 0) continue;
+      if (claimed > 0 || !in_flight_.empty()) continue;
       const auto wake_at = std::min(next_recovery, Clock::now() + options_.poll_interval);
       while (!stopping_ && Clock::now() < wake_at) {
         const auto slice = std::min<long long>(
@@ -287,6 +337,12 @@ class Publisher::Impl {
         }
       }
     }
+    try {
+      finish_all();  // the batches in flight end with their reports (or time out)
+    } catch (const std::exception& e) {
+      in_flight_.clear();
+      log_->error("could not finish the batches in flight; their leases will expire: {}", e.what());
+    }
   }
 
   void sleep_for(std::chrono::milliseconds duration) {
@@ -300,6 +356,7 @@ class Publisher::Impl {
   std::string claim_, recover_, mark_published_, mark_failed_, names_;
   std::mutex producer_mutex_;
   std::unique_ptr<KafkaProducer> producer_;
+  std::deque<InFlight> in_flight_;  // the publishing thread's only
   std::atomic<std::uint64_t> claimed_{0}, delivered_{0}, failed_{0}, dead_{0}, fatal_errors_{0},
       producer_restarts_{0}, lease_expired_{0};
   std::mutex lifecycle_;

@@ -37,6 +37,9 @@ struct PublisherOptions {
   std::map<std::string, std::string> topic_overrides{};
   /// Events claimed and produced per batch.
   std::size_t batch_size = 1000;
+  /// Batches with the producer at once: the next batches are claimed and produced while
+  /// earlier ones wait for their delivery reports (docs/benchmarks.md).
+  std::size_t max_in_flight_batches = 4;
   /// How long a batch's claim is owned; must exceed delivery_timeout by at least 5 s.
   std::chrono::milliseconds lease{std::chrono::seconds(90)};
   /// librdkafka's message.timeout.ms: after it, an undelivered event fails and retries.
