@@ -106,7 +106,30 @@ Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
 
 Inbox::~Inbox() = default;
 
+void Inbox::count(const std::string& consumer, std::string_view result) const {
+  if (!options_.metrics) return;
+  // Only declared consumers become label values: bad input must not grow cardinality.
+  options_.metrics->accept_result(queries_->consumers.contains(consumer) ? consumer : "undeclared", result);
+}
+
 Receipt Inbox::accept(const AcceptRequest& request) {
+  try {
+    const Receipt receipt = accept_unmetered(request);
+    count(request.consumer, receipt.kind == Receipt::Kind::Accepted ? "accepted" : "duplicate");
+    return receipt;
+  } catch (const InboxValidationError&) {
+    count(request.consumer, "invalid");
+    throw;
+  } catch (const InboxConflictError&) {
+    count(request.consumer, "conflict");
+    throw;
+  } catch (const InboxStorageError&) {
+    count(request.consumer, "storage_error");
+    throw;
+  }
+}
+
+Receipt Inbox::accept_unmetered(const AcceptRequest& request) {
   const auto p = detail::prepare_request(
       request, {.consumers = queries_->consumers, .payload_limits = options_.payload_limits});
 
@@ -171,6 +194,7 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
       leaders.emplace(keys[i], i);
     } catch (const InboxValidationError& e) {
       results[i].emplace(std::current_exception(), e.code());
+      count(batch[i].consumer, "invalid");
     }
   }
   if (leaders.empty()) {
@@ -248,6 +272,7 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
       const DatabaseError e = to_database_error(std::current_exception(), "accept_many", committing);
       // 40P01 deadlock / 40001 serialization: the batch rolled back whole; run it again.
       if (e.sqlstate().starts_with("40") && round < kMaxRounds) continue;
+      for (const auto& [key, i] : leaders) count(prepared[i]->consumer, "storage_error");
       throw InboxStorageError(e.what(), e.sqlstate(), e.uncertain());
     }
   }
@@ -263,9 +288,11 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
       } catch (const InboxConflictError& e) {
         results[i].emplace(std::current_exception(), e.code());
       }
+      count(p.consumer, "conflict");
       continue;
     }
     const bool accepted = s.inserted && leaders.at(keys[i]) == i;
+    count(p.consumer, accepted ? "accepted" : "duplicate");
     results[i].emplace(Receipt{accepted ? Receipt::Kind::Accepted : Receipt::Kind::Duplicate, s.id,
                                s.status});
     if (accepted && notifier_ && notified.insert(p.consumer).second) notifier_->notify(p.consumer);

@@ -150,6 +150,7 @@ bool MessageProcessor::needs_handler(const ClaimedReceipt& receipt) {
   if (receipt.status == "DEAD") {
     ++stats_.lease_expired;
     ++stats_.dead;
+    observe(receipt, "dead");
     log_->warn("receipt {} of consumer {} (message {}) is DEAD: attempt {} ended in lease expiry",
                receipt.id, receipt.consumer, receipt.message_id, receipt.attempt);
     return false;
@@ -166,9 +167,11 @@ bool MessageProcessor::needs_handler(const ClaimedReceipt& receipt) {
     if (store_.fail(nullptr, receipt, failure, options_.max_attempts)) {
       ++stats_.unsupported;
       ++stats_.dead;
+      observe(receipt, "unsupported");
       log_->warn("receipt {} (message {}) is DEAD: {}", receipt.id, receipt.message_id, failure.message);
     } else {
       ++stats_.stale;
+      observe(receipt, "stale");
     }
   } catch (const std::exception& e) {
     // Left PROCESSING: lease recovery brings it back and this runs again.
@@ -200,7 +203,21 @@ void MessageProcessor::invoke(const ClaimedReceipt& receipt, Tx& tx, Clock::time
                          .deadline = deadline,
                          .signal = signal};
   ++stats_.handler_calls;
+  const auto started = Clock::now();
+  struct Timer {
+    const MessageProcessor& self;
+    const std::string& consumer;
+    Clock::time_point started;
+    ~Timer() {
+      if (self.options_.metrics)
+        self.options_.metrics->handler_duration(consumer, std::chrono::duration<double>(Clock::now() - started).count());
+    }
+  } timer{*this, receipt.consumer, started};
   handlers_.at(receipt.consumer).handler->handle(receipt.payload, context);
+}
+
+void MessageProcessor::observe(const ClaimedReceipt& receipt, std::string_view outcome) const {
+  if (options_.metrics) options_.metrics->processed(receipt.consumer, receipt.event_type, outcome);
 }
 
 FailureRecord MessageProcessor::describe_current_exception(const ClaimedReceipt& receipt,
@@ -234,14 +251,17 @@ void MessageProcessor::record_failure(const ClaimedReceipt& receipt, FailureReco
     const auto status = store_.fail(tx, receipt, failure, options_.max_attempts);
     if (!status) {
       ++stats_.stale;
+      observe(receipt, "stale");
       log_->info("receipt {} (message {}) attempt {} failed after its claim went stale", receipt.id,
                  receipt.message_id, receipt.attempt);
     } else if (*status == "DEAD") {
       ++stats_.dead;
+      observe(receipt, "dead");
       log_->warn("receipt {} of consumer {} (message {}) is DEAD after attempt {}: {}: {}", receipt.id,
                  receipt.consumer, receipt.message_id, receipt.attempt, failure.error_type, failure.message);
     } else {
       ++stats_.retried;
+      observe(receipt, "retried");
       log_->info("receipt {} (message {}) attempt {} failed, retry in {} ms: {}: {}", receipt.id,
                  receipt.message_id, receipt.attempt, failure.retry_delay.count(), failure.error_type,
                  failure.message);
@@ -262,6 +282,7 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
     set_deadline(tx, deadline);
     if (!store_.lock(tx, receipt)) {
       ++stats_.stale;
+      observe(receipt, "stale");
       log_->info("receipt {} (message {}) claim went stale before its handler ran", receipt.id,
                  receipt.message_id);
       return;
@@ -271,8 +292,10 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
       invoke(receipt, tx, deadline, source.signal());
     }
     if (Clock::now() >= deadline) throw HandlerTimeout("the handler returned after its deadline");
-    if (!store_.complete(tx, receipt)) {
+    const auto age = store_.complete(tx, receipt);
+    if (!age) {
       ++stats_.stale;
+      observe(receipt, "stale");
       return;
     }
     try {
@@ -287,6 +310,8 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
       throw;
     }
     ++stats_.completed;
+    observe(receipt, "completed");
+    if (options_.metrics) options_.metrics->accept_to_complete(receipt.consumer, *age);
     log_->debug("receipt {} of consumer {} (message {}) completed on attempt {}", receipt.id, receipt.consumer,
                 receipt.message_id, receipt.attempt);
     return;
@@ -308,10 +333,12 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
     set_deadline(tx, deadline);
     const auto locked_ids = store_.lock_many(tx, receipts);
     for (const auto* r : receipts) {
-      if (std::find(locked_ids.begin(), locked_ids.end(), r->id) != locked_ids.end())
+      if (std::find(locked_ids.begin(), locked_ids.end(), r->id) != locked_ids.end()) {
         locked.push_back(r);
-      else
+      } else {
         ++stats_.stale;
+        observe(*r, "stale");
+      }
     }
     if (locked.empty()) return;
 
@@ -341,10 +368,16 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
       }
     }
     if (Clock::now() >= deadline) throw HandlerTimeout("the batch returned after its deadline");
-    const auto completed = succeeded.empty() ? std::vector<std::int64_t>{} : store_.complete_many(tx, succeeded);
+    const auto completed = succeeded.empty() ? decltype(store_.complete_many(tx, succeeded)){}
+                                             : store_.complete_many(tx, succeeded);
     tx.commit();
     stats_.completed += completed.size();
     stats_.stale += succeeded.size() - completed.size();
+    for (const auto* r : succeeded) {
+      const auto done = std::find_if(completed.begin(), completed.end(), [&](const auto& c) { return c.first == r->id; });
+      observe(*r, done == completed.end() ? "stale" : "completed");
+      if (done != completed.end() && options_.metrics) options_.metrics->accept_to_complete(r->consumer, done->second);
+    }
     return;
   } catch (...) {
     if (options_.batch_failure_mode == BatchFailureMode::Rerun && Clock::now() < deadline && !locked.empty()) {

@@ -74,6 +74,8 @@ class MessageProcessor {
   /// Filters out receipts that need no handler call (exhausted by lease recovery,
   /// unsupported event): records their outcome and returns false for them.
   bool needs_handler(const ClaimedReceipt& receipt);
+  /// boxcar_inbox_processed_total for one receipt's outcome.
+  void observe(const ClaimedReceipt& receipt, std::string_view outcome) const;
 
   std::shared_ptr<ConnectionPool> pool_;
   ReceiptStore& store_;

@@ -88,17 +88,19 @@ std::vector<std::int64_t> ReceiptStore::lock_many(Tx& tx, std::span<const Claime
   return ids;
 }
 
-bool ReceiptStore::complete(Tx& tx, const ClaimedReceipt& receipt) {
-  return tx.exec_prepared("boxcar.worker.complete." + schema_, complete_, receipt.id, receipt.claim_token)
-             .affected_rows() == 1;
+std::optional<double> ReceiptStore::complete(Tx& tx, const ClaimedReceipt& receipt) {
+  const auto rows = tx.exec_prepared("boxcar.worker.complete." + schema_, complete_, receipt.id, receipt.claim_token);
+  if (rows.empty()) return std::nullopt;
+  return rows[0][0].as<double>();
 }
 
-std::vector<std::int64_t> ReceiptStore::complete_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts) {
-  std::vector<std::int64_t> ids;
+std::vector<std::pair<std::int64_t, double>> ReceiptStore::complete_many(
+    Tx& tx, std::span<const ClaimedReceipt* const> receipts) {
+  std::vector<std::pair<std::int64_t, double>> completed;
   for (const auto& row : tx.exec_prepared("boxcar.worker.complete_many." + schema_, complete_many_,
                                           id_array(receipts), token_array(receipts)))
-    ids.push_back(row[0].as<std::int64_t>());
-  return ids;
+    completed.emplace_back(row[0].as<std::int64_t>(), row[1].as<double>());
+  return completed;
 }
 
 std::optional<std::string> ReceiptStore::fail(Tx* tx, const ClaimedReceipt& receipt,

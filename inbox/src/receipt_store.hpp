@@ -40,10 +40,12 @@ class ReceiptStore {
   bool lock(Tx& tx, const ClaimedReceipt& receipt);
   /// Locks every receipt still claimed under its token; returns their ids.
   std::vector<std::int64_t> lock_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts);
-  /// Completes the receipt in `tx`; false when the claim went stale.
-  bool complete(Tx& tx, const ClaimedReceipt& receipt);
-  /// Completes the receipts in `tx`; returns the ids that were still claimed.
-  std::vector<std::int64_t> complete_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts);
+  /// Completes the receipt in `tx`; returns seconds since it was accepted, or nullopt
+  /// when the claim went stale.
+  std::optional<double> complete(Tx& tx, const ClaimedReceipt& receipt);
+  /// Completes the receipts in `tx`; returns (id, seconds since accepted) of those that
+  /// were still claimed.
+  std::vector<std::pair<std::int64_t, double>> complete_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts);
 
   /// Records a failed attempt, in `tx` when given, else in its own autocommit statement.
   /// Returns the new status ("RETRYABLE" or "DEAD"), or nullopt when the claim was stale.

@@ -211,6 +211,7 @@ class Worker::Impl {
       if (got.empty()) continue;
       claimed += got.size();
       stats_.claimed += got.size();
+      if (options_.metrics) options_.metrics->claimed(consumer, got.size());
       {
         std::lock_guard q(queue_mutex_);
         for (auto& r : got) queue_.push_back(std::move(r));

@@ -100,6 +100,7 @@ SET status = 'COMPLETED',
 WHERE id = $1
   AND claim_token = $2::uuid
   AND status = 'PROCESSING'
+RETURNING extract(epoch FROM now() - created_at)::float8
 )sql";
 
 inline constexpr const char* kCompleteMany = R"sql(
@@ -114,7 +115,7 @@ FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
 WHERE r.id = c.id
   AND r.claim_token = c.token
   AND r.status = 'PROCESSING'
-RETURNING r.id
+RETURNING r.id, extract(epoch FROM now() - r.created_at)::float8
 )sql";
 
 // A failed attempt: RETRYABLE after a backoff, or DEAD when it was the last attempt or

@@ -108,6 +108,12 @@ EmittedEvent OutboxEmitter::emit(Tx& tx, const OutboxMessage& message, const Emi
     AsyncNotifier* notifier = notifier_.get();
     tx.on_commit([notifier, topic = message.topic] { notifier->notify(topic); });
   }
+  if (options_.metrics) {
+    // Counted when it commits: a rolled-back emit never existed.
+    tx.on_commit([metrics = options_.metrics, type = message.event_type, topic = message.topic] {
+      metrics->emitted(type, topic);
+    });
+  }
   return emitted;
 }
 

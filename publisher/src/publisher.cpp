@@ -193,6 +193,8 @@ class Publisher::Impl {
       batch.id = producer_->produce(records);
     }
     in_flight_.push_back(std::move(batch));
+    in_flight_events_ += rows.size();
+    if (options_.metrics) options_.metrics->set_in_flight_events(in_flight_events_);
     return rows.size();
   }
 
@@ -224,6 +226,8 @@ class Publisher::Impl {
   }
 
   void mark(const InFlight& batch, const std::vector<DeliveryOutcome>& outcomes) {
+    in_flight_events_ -= batch.events.size();
+    if (options_.metrics) options_.metrics->set_in_flight_events(in_flight_events_);
     std::vector<std::int64_t> delivered;
     std::vector<std::string> delivered_event_ids;
     std::vector<std::int64_t> failed;
@@ -238,8 +242,15 @@ class Publisher::Impl {
       }
     }
     if (!delivered.empty()) {
-      const auto marked = autocommit("published", mark_published_, id_array(delivered), batch.token).affected_rows();
+      const auto rows = autocommit("published", mark_published_, id_array(delivered), batch.token);
+      const auto marked = rows.size();
       delivered_ += marked;
+      if (options_.metrics)
+        for (const auto& row : rows) {
+          const std::string topic = row[0].as<std::string>();
+          options_.metrics->published(topic, "delivered");
+          options_.metrics->emit_to_delivered(topic, row[1].as<double>());
+        }
       if (marked < delivered.size())
         log_->warn("{} delivered events were no longer claimed by this publisher (lease expired)",
                    delivered.size() - marked);
@@ -250,7 +261,11 @@ class Publisher::Impl {
           autocommit("failed", mark_failed_, id_array(failed), batch.token, first_error,
                      static_cast<long long>(options_.backoff.base.count()),
                      static_cast<long long>(options_.backoff.cap.count()), options_.max_attempts);
-      for (const auto& row : statuses) (row[0].as<std::string>() == "DEAD" ? dead_ : failed_)++;
+      for (const auto& row : statuses) {
+        const bool dead = row[0].as<std::string>() == "DEAD";
+        (dead ? dead_ : failed_)++;
+        if (options_.metrics) options_.metrics->published(row[1].as<std::string>(), dead ? "dead" : "failed");
+      }
       log_->warn("{} of {} events not delivered, retrying with backoff: {}", failed.size(), batch.events.size(),
                  first_error);
     }
@@ -341,6 +356,7 @@ class Publisher::Impl {
       finish_all();  // the batches in flight end with their reports (or time out)
     } catch (const std::exception& e) {
       in_flight_.clear();
+      in_flight_events_ = 0;
       log_->error("could not finish the batches in flight; their leases will expire: {}", e.what());
     }
   }
@@ -357,6 +373,7 @@ class Publisher::Impl {
   std::mutex producer_mutex_;
   std::unique_ptr<KafkaProducer> producer_;
   std::deque<InFlight> in_flight_;  // the publishing thread's only
+  std::size_t in_flight_events_ = 0;
   std::atomic<std::uint64_t> claimed_{0}, delivered_{0}, failed_{0}, dead_{0}, fatal_errors_{0},
       producer_restarts_{0}, lease_expired_{0};
   std::mutex lifecycle_;

@@ -65,6 +65,7 @@ SET status = 'PUBLISHED',
 WHERE id = ANY($1::bigint[])
   AND claim_token = $2::uuid
   AND status = 'PUBLISHING'
+RETURNING topic, extract(epoch FROM now() - created_at)::float8
 )sql";
 
 // Not delivered: retry after a full-jitter backoff (base $4 ms doubling per attempt up to
@@ -82,7 +83,7 @@ SET status = CASE WHEN $6 > 0 AND attempts >= $6 THEN 'DEAD' ELSE 'RETRYABLE' EN
 WHERE id = ANY($1::bigint[])
   AND claim_token = $2::uuid
   AND status = 'PUBLISHING'
-RETURNING status
+RETURNING status, topic
 )sql";
 
 }  // namespace boxcar::publisher_sql

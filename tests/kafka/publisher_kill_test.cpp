@@ -26,9 +26,10 @@ pid_t spawn_publisher(const TestDatabase& db, const MockKafka& kafka) {
   const pid_t pid = fork();
   if (pid == 0) {
     const std::string bootstrap = "bootstrap.servers=" + kafka.bootstrap_servers();
-    execl(BOXCAR_CLI_PATH, BOXCAR_CLI_PATH, "publisher", "--database-url", db.url().c_str(), "--schema",
-          db.schema().c_str(), "--kafka", bootstrap.c_str(), "--batch-size", "100", "--delivery-timeout-ms", "2000",
-          "--lease-ms", "7000", static_cast<char*>(nullptr));
+    execl(BOXCAR_CLI_PATH, BOXCAR_CLI_PATH, "--database-url", db.url().c_str(), "--schema", db.schema().c_str(),
+          "--kafka", bootstrap.c_str(), "--set", "publisher.batch_size=100", "--set",
+          "publisher.delivery_timeout_ms=2000", "--set", "publisher.lease_ms=7000", "--http-listen", "",
+          "publisher", static_cast<char*>(nullptr));
     _exit(127);
   }
   REQUIRE(pid > 0);

@@ -93,13 +93,12 @@ TEST_CASE("two schemas in one database migrate independently") {
 TEST_CASE("the boxcar migrate command applies migrations and reports the version") {
   const std::string url = boxcar::testing::database_url();
   const std::string schema = "bx_cli_" + std::to_string(std::random_device{}() % 100000);
-  const std::string command = std::string(BOXCAR_CLI_PATH) + " migrate --database-url '" + url +
-                              "' --schema " + schema + " > /dev/null";
+  const std::string command = std::string(BOXCAR_CLI_PATH) + " --database-url '" + url + "' --schema " + schema +
+                              " migrate > /dev/null";
   CHECK(std::system(command.c_str()) == 0);
   CHECK(applied_migration_version(url, {.schema = schema}) == latest_migration_version());
   CHECK(std::system(command.c_str()) == 0);  // second run: nothing to do, still success
-  const std::string bad = std::string(BOXCAR_CLI_PATH) + " migrate --database-url '" + url +
-                          "' --schema 'Bad' 2> /dev/null";
+  const std::string bad = std::string(BOXCAR_CLI_PATH) + " --database-url '" + url + "' --schema 'Bad' migrate 2> /dev/null";
   CHECK(WEXITSTATUS(std::system(bad.c_str())) == 2);
   pqxx::connection c(url);
   pqxx::nontransaction(c).exec("DROP SCHEMA " + quote_identifier(schema) + " CASCADE");

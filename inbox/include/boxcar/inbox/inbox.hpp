@@ -19,6 +19,7 @@
 #include "boxcar/inbox/receipt.hpp"
 #include "boxcar/runtime/canonical_json.hpp"
 #include "boxcar/runtime/connection_pool.hpp"
+#include "boxcar/runtime/metrics.hpp"
 
 namespace boxcar {
 
@@ -33,6 +34,8 @@ struct InboxOptions {
   CanonicalLimits payload_limits{};
   /// Wake idle workers with NOTIFY after accepting (polling covers it when off).
   bool notify = true;
+  /// Where accept results are counted (boxcar_inbox_accept_total); null: nowhere.
+  std::shared_ptr<Metrics> metrics{};
 };
 
 /// One item's outcome in accept_many(): a receipt, or that item's own
@@ -97,6 +100,9 @@ class Inbox {
   struct Queries;
   std::unique_ptr<Queries> queries_;
   std::unique_ptr<AsyncNotifier> notifier_;
+
+  Receipt accept_unmetered(const AcceptRequest& request);
+  void count(const std::string& consumer, std::string_view result) const;
 };
 
 }  // namespace boxcar

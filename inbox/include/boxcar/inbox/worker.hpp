@@ -21,6 +21,7 @@
 #include "boxcar/inbox/handler.hpp"
 #include "boxcar/runtime/backoff.hpp"
 #include "boxcar/runtime/connection_pool.hpp"
+#include "boxcar/runtime/metrics.hpp"
 
 namespace boxcar {
 
@@ -67,6 +68,8 @@ struct WorkerOptions {
   /// Longest error text stored on a receipt; longer messages end in "…[truncated N bytes]"
   /// so the cut is visible.
   std::size_t max_error_bytes = 2000;
+  /// Where outcomes, handler durations and claims are recorded; null: nowhere.
+  std::shared_ptr<Metrics> metrics{};
 };
 
 /// Outcome counters since start; monotonically increasing.

@@ -18,6 +18,7 @@
 #include "boxcar/outbox/errors.hpp"
 #include "boxcar/outbox/outbox_event.hpp"
 #include "boxcar/runtime/canonical_json.hpp"
+#include "boxcar/runtime/metrics.hpp"
 #include "boxcar/runtime/tx.hpp"
 
 namespace boxcar {
@@ -47,6 +48,8 @@ struct OutboxOptions {
   CanonicalLimits payload_limits{};
   /// Wake idle publishers with NOTIFY after the emitting transaction commits.
   bool notify = true;
+  /// Where committed emits are counted (boxcar_outbox_emitted_total); null: nowhere.
+  std::shared_ptr<Metrics> metrics{};
 };
 
 /// The stored event: its id is what every publish attempt carries.

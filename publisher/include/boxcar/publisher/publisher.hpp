@@ -23,6 +23,7 @@
 
 #include "boxcar/runtime/backoff.hpp"
 #include "boxcar/runtime/connection_pool.hpp"
+#include "boxcar/runtime/metrics.hpp"
 
 namespace boxcar {
 
@@ -52,6 +53,8 @@ struct PublisherOptions {
   /// Observer for metrics and tests: called on the publishing thread right after a batch's
   /// delivered events were marked PUBLISHED, with their event ids. Keep it cheap.
   std::function<void(const std::vector<std::string>& event_ids)> on_delivered{};
+  /// Where publish outcomes and emit→delivered latency are recorded; null: nowhere.
+  std::shared_ptr<Metrics> metrics{};
 };
 
 struct PublisherStats {

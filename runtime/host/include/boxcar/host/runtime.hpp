@@ -1,0 +1,83 @@
+// boxcar::Runtime — one host for every role a Boxcar process plays, from one
+// RuntimeConfig: ingress only (accept, never claim), worker, publisher, or worker and
+// publisher together. All roles share one connection pool, one Metrics registry, the
+// HTTP endpoints (/metrics, /healthz, /readyz) and the background backlog collector.
+//
+// run_cli() gives an application's main the standard sub-commands, so a team deploys one
+// binary as separate worker and publisher processes:
+//
+//   int main(int argc, char** argv) {
+//     return boxcar::run_cli(argc, argv, [](boxcar::Runtime& runtime) {
+//       return std::vector<boxcar::HandlerRegistration>{
+//           {.consumer = "orders.projection.v1", .supports = {{"order.created", 1}},
+//            .handler = std::make_shared<OrderProjection>(runtime.outbox())}};
+//     });
+//   }
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "boxcar/host/config.hpp"
+#include "boxcar/inbox/handler.hpp"
+#include "boxcar/inbox/inbox.hpp"
+#include "boxcar/outbox/outbox_emitter.hpp"
+#include "boxcar/runtime/metrics.hpp"
+
+namespace boxcar {
+
+enum class Role { Ingress, Worker, Publisher, All };
+
+
+class Runtime {
+ public:
+  /// Application handlers, built once the runtime exists (so they can take its outbox).
+  using HandlerFactory = std::function<std::vector<HandlerRegistration>(Runtime&)>;
+
+  /// Creates the pool and metrics; opens no connection yet.
+  /// @throws ConfigError
+  explicit Runtime(RuntimeConfig config);
+  ~Runtime();  // stop()
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const RuntimeConfig& config() const noexcept;
+  std::shared_ptr<ConnectionPool> pool() const;
+  std::shared_ptr<Metrics> metrics() const;
+  /// The inbox of the declared consumers. @throws ConfigError("consumers") when none are declared.
+  Inbox& inbox();
+  /// The outbox emitter to inject into handlers that publish events.
+  OutboxEmitter& outbox();
+
+  /// Starts `role`: HTTP endpoints and backlog collection always; the worker for
+  /// Worker/All (with `handlers`, validated: see Worker); the publisher for
+  /// Publisher/All. Ingress claims nothing.
+  /// @throws ConfigError for an invalid configuration of the role.
+  void start(Role role, std::vector<HandlerRegistration> handlers = {});
+  /// Graceful stop: worker (hand back unstarted claims, grace period), publisher (batches
+  /// in flight), collector, HTTP. Idempotent.
+  void stop();
+
+  /// The bound HTTP port (0 when the server is disabled).
+  int http_port() const;
+  /// Database reachable, migrations at this build's version, and for a publisher the
+  /// Kafka producer connected.
+  bool ready(std::string* detail = nullptr) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The standard command line of a Boxcar application (see docs/runtime.md):
+///   worker | publisher | all | ingress   run that role until SIGTERM/SIGINT
+///   migrate                              apply migrations
+///   status [--json]                      backlog per consumer/status and outbox state
+///   dead list|show|retry|discard ...     operator recovery of DEAD records
+///   purge [...]                          retention of finished rows
+///   config check                         print the effective configuration (secrets redacted)
+/// Returns the process exit code (0 ok, 1 failure, 2 usage or configuration error).
+int run_cli(int argc, char** argv, Runtime::HandlerFactory handlers = {});
+
+}  // namespace boxcar

@@ -1,0 +1,163 @@
+// The Runtime: builds the shared pool, metrics and components from RuntimeConfig and
+// starts/stops the requested role.
+#include "boxcar/host/runtime.hpp"
+
+#include <mutex>
+
+#include <pqxx/pqxx>
+#include <spdlog/spdlog.h>
+
+#include "boxcar/host/backlog_collector.hpp"
+#include "boxcar/host/http_server.hpp"
+#include "boxcar/inbox/worker.hpp"
+#include "boxcar/publisher/publisher.hpp"
+#include "boxcar/runtime/logging.hpp"
+#include "boxcar/runtime/migrate.hpp"
+
+namespace boxcar {
+
+struct Runtime::Impl {
+  RuntimeConfig config;
+  std::shared_ptr<ConnectionPool> pool;
+  std::shared_ptr<Metrics> metrics = std::make_shared<Metrics>();
+  std::mutex mutex;
+  std::unique_ptr<Inbox> inbox;
+  std::unique_ptr<OutboxEmitter> outbox;
+  std::unique_ptr<Worker> worker;
+  std::unique_ptr<Publisher> publisher;
+  std::unique_ptr<BacklogCollector> collector;
+  std::unique_ptr<HttpServer> http;
+  bool started = false;
+};
+
+Runtime::Runtime(RuntimeConfig config) : impl_(std::make_unique<Impl>()) {
+  impl_->config = std::move(config);
+  impl_->pool = ConnectionPool::create({.url = impl_->config.database_url, .size = impl_->config.pool_size});
+}
+
+Runtime::~Runtime() { stop(); }
+
+const RuntimeConfig& Runtime::config() const noexcept { return impl_->config; }
+std::shared_ptr<ConnectionPool> Runtime::pool() const { return impl_->pool; }
+std::shared_ptr<Metrics> Runtime::metrics() const { return impl_->metrics; }
+
+Inbox& Runtime::inbox() {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->inbox) {
+    if (impl_->config.consumers.empty())
+      throw ConfigError("consumers", "declare the consumers this module accepts (BOXCAR_CONSUMERS)");
+    impl_->inbox = std::make_unique<Inbox>(
+        impl_->pool, InboxOptions{.schema = impl_->config.schema, .consumers = impl_->config.consumers,
+                                  .metrics = impl_->metrics});
+  }
+  return *impl_->inbox;
+}
+
+OutboxEmitter& Runtime::outbox() {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->outbox)
+    impl_->outbox = std::make_unique<OutboxEmitter>(
+        impl_->pool, OutboxOptions{.schema = impl_->config.schema, .metrics = impl_->metrics});
+  return *impl_->outbox;
+}
+
+bool Runtime::ready(std::string* detail) const {
+  std::string why;
+  bool ok = true;
+  try {
+    const int applied = applied_migration_version(impl_->pool->connection_string(), {.schema = impl_->config.schema});
+    if (applied != latest_migration_version()) {
+      ok = false;
+      why += "migrations at version " + std::to_string(applied) + ", this build expects " +
+             std::to_string(latest_migration_version()) + "; ";
+    }
+  } catch (const std::exception& e) {
+    ok = false;
+    why += std::string("database unreachable: ") + e.what() + "; ";
+  }
+  if (impl_->publisher && !impl_->publisher->kafka_connected()) {
+    ok = false;
+    why += "Kafka producer not connected; ";
+  }
+  if (detail) *detail = why;
+  return ok;
+}
+
+void Runtime::start(Role role, std::vector<HandlerRegistration> handlers) {
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->started) return;
+  const RuntimeConfig& c = impl_->config;
+  const bool run_worker = role == Role::Worker || role == Role::All;
+  const bool run_publisher = role == Role::Publisher || role == Role::All;
+  if ((run_worker || role == Role::Ingress) && c.consumers.empty())
+    throw ConfigError("consumers", "a worker or ingress declares the consumers it handles (BOXCAR_CONSUMERS)");
+
+  if (run_worker) {
+    impl_->worker = std::make_unique<Worker>(
+        impl_->pool,
+        WorkerOptions{.schema = c.schema,
+                      .consumers = c.consumers,
+                      .enabled = c.worker_enabled,
+                      .owned_consumers = c.worker_consumers,
+                      .concurrency = c.worker_concurrency,
+                      .batch_size = c.worker_batch_size,
+                      .lease = c.worker_lease,
+                      .handler_timeout = c.worker_handler_timeout,
+                      .max_attempts = c.worker_max_attempts,
+                      .poll_interval = c.worker_poll_interval,
+                      .shutdown_grace = c.shutdown_grace,
+                      .metrics = impl_->metrics},
+        std::move(handlers));
+  }
+  if (run_publisher) {
+    if (!c.kafka.contains("bootstrap.servers"))
+      throw ConfigError("kafka.bootstrap.servers", "a publisher needs it (BOXCAR_KAFKA_BOOTSTRAP_SERVERS)");
+    impl_->publisher = std::make_unique<Publisher>(
+        impl_->pool, PublisherOptions{.schema = c.schema,
+                                      .kafka = c.kafka,
+                                      .topic_overrides = c.publisher_topics,
+                                      .batch_size = c.publisher_batch_size,
+                                      .lease = c.publisher_lease,
+                                      .delivery_timeout = c.publisher_delivery_timeout,
+                                      .max_attempts = c.publisher_max_attempts,
+                                      .poll_interval = c.worker_poll_interval,
+                                      .metrics = impl_->metrics});
+  }
+  impl_->collector = std::make_unique<BacklogCollector>(
+      impl_->pool, impl_->metrics,
+      BacklogOptions{.schema = c.schema, .declared_consumers = c.consumers, .interval = c.backlog_interval});
+  if (!c.http_listen.empty()) {
+    impl_->http = std::make_unique<HttpServer>(HttpOptions{.listen = c.http_listen}, impl_->metrics, [this] {
+      ReadinessReport report;
+      std::string detail;
+      report.ready = ready(&detail);
+      report.checks.emplace_back("ready", report.ready);
+      report.detail = detail;
+      return report;
+    });
+  }
+  impl_->collector->start();
+  if (impl_->worker) impl_->worker->start();
+  if (impl_->publisher) impl_->publisher->start();
+  impl_->started = true;
+  logger("runtime")->info("runtime started: role {}, schema {}, http {}",
+                          role == Role::All ? "all" : role == Role::Worker ? "worker"
+                                              : role == Role::Publisher  ? "publisher"
+                                                                         : "ingress",
+                          c.schema, impl_->http ? std::to_string(impl_->http->port()) : std::string("off"));
+}
+
+void Runtime::stop() {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->started) return;
+  if (impl_->worker) impl_->worker->stop();
+  if (impl_->publisher) impl_->publisher->stop();
+  if (impl_->collector) impl_->collector->stop();
+  impl_->http.reset();
+  impl_->started = false;
+  logger("runtime")->info("runtime stopped");
+}
+
+int Runtime::http_port() const { return impl_->http ? impl_->http->port() : 0; }
+
+}  // namespace boxcar

@@ -1,0 +1,69 @@
+// boxcar::Metrics — every Prometheus metric Boxcar exports, behind named methods so
+// components never see prometheus-cpp and label values stay bounded (consumer, event
+// type, topic, status, outcome — never message ids or tenants).
+//
+// Components take a std::shared_ptr<Metrics> in their options; null means no metrics.
+// Thread-safety: all members are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace boxcar {
+
+class Metrics {
+ public:
+  Metrics();
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // Inbox.
+  /// boxcar_inbox_accept_total{consumer,result}: accepted|duplicate|conflict|invalid|storage_error.
+  void accept_result(const std::string& consumer, std::string_view result);
+  /// boxcar_inbox_processed_total{consumer,event_type,outcome}:
+  /// completed|retried|dead|stale|unsupported.
+  void processed(const std::string& consumer, const std::string& event_type, std::string_view outcome);
+  /// boxcar_inbox_handler_duration_seconds{consumer} (histogram).
+  void handler_duration(const std::string& consumer, double seconds);
+  /// boxcar_inbox_accept_to_complete_seconds{consumer} (histogram): receipt created → completed.
+  void accept_to_complete(const std::string& consumer, double seconds);
+  /// boxcar_inbox_claimed_total{consumer} and boxcar_inbox_claim_batch_size (histogram).
+  void claimed(const std::string& consumer, std::size_t batch);
+
+  // Outbox and publisher.
+  /// boxcar_outbox_emitted_total{event_type,topic}.
+  void emitted(const std::string& event_type, const std::string& topic);
+  /// boxcar_publisher_events_total{topic,outcome}: delivered|failed|dead.
+  void published(const std::string& topic, std::string_view outcome, std::size_t count = 1);
+  /// boxcar_publisher_emit_to_delivered_seconds{topic} (histogram): event row created → marked published.
+  void emit_to_delivered(const std::string& topic, double seconds);
+  /// boxcar_publisher_in_flight_events (gauge): events with the producer right now.
+  void set_in_flight_events(std::size_t events);
+
+  // Backlog, set by the background collector (never computed per scrape).
+  /// boxcar_inbox_receipts{consumer,status} (gauge).
+  void set_inbox_receipts(const std::string& consumer, std::string_view status, double count);
+  /// boxcar_inbox_oldest_due_age_seconds{consumer} (gauge): how long the oldest due
+  /// PENDING/RETRYABLE receipt has been due; 0 when none.
+  void set_inbox_oldest_due_age(const std::string& consumer, double seconds);
+  /// boxcar_outbox_events{status} (gauge).
+  void set_outbox_events(std::string_view status, double count);
+  /// boxcar_outbox_oldest_unpublished_age_seconds (gauge); 0 when none.
+  void set_outbox_oldest_unpublished_age(double seconds);
+  /// boxcar_table_dead_tuples{table} and boxcar_table_size_bytes{table} (gauges).
+  void set_table_health(const std::string& table, double dead_tuples, double size_bytes);
+  /// boxcar_backlog_collection_seconds (gauge) and boxcar_backlog_collection_errors_total.
+  void backlog_collected(double seconds, bool ok);
+
+  /// Every metric in the Prometheus text exposition format (what /metrics serves).
+  std::string serialize() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace boxcar

@@ -1,0 +1,178 @@
+// The Runtime in its roles against real PostgreSQL and the mock Kafka cluster, watched
+// through its own HTTP endpoints; and three OS processes (ingress, worker, publisher)
+// sharing one database.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <set>
+#include <thread>
+
+#include "boxcar/host/runtime.hpp"
+#include "http_get.hpp"
+#include "mock_kafka.hpp"
+#include "worker_fixture.hpp"
+
+using namespace boxcar;
+using namespace boxcar::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 30s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!done() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(50ms);
+  return done();
+}
+
+RuntimeConfig config_for(const TestDatabase& db, const MockKafka& kafka) {
+  RuntimeConfig c;
+  c.database_url = db.url();
+  c.schema = db.schema();
+  c.consumers = {"orders.v1", "audit.v1"};  // audit.v1 has no handler here: an orphan
+  c.worker_max_attempts = 2;
+  c.worker_poll_interval = 100ms;
+  c.worker_lease = 5s;
+  c.worker_handler_timeout = 2s;
+  c.publisher_delivery_timeout = 5s;
+  c.publisher_lease = 15s;
+  c.kafka = {{"bootstrap.servers", kafka.bootstrap_servers()}};
+  c.http_listen = "127.0.0.1:0";
+  c.backlog_interval = 200ms;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a runtime running every role exports counters and backlog gauges that follow the messages") {
+  TestDatabase db;
+  MockKafka kafka;
+  kafka.create_topic("orders.projected", 2);
+  Runtime runtime(config_for(db, kafka));
+  const std::string table = db.qualified("{schema}.app_rows");
+  create_app_table(db);
+  runtime.start(Role::All, {{.consumer = "orders.v1",
+                             .supports = {{"order.created", 1}},
+                             .handler = handler([&](const nlohmann::json& payload, HandlerContext& c) {
+                               const std::string kind = payload.at("kind");
+                               if (kind == "fail") throw std::runtime_error("always fails");
+                               if (kind == "bad") throw InboxPermanentError("bad order");
+                               insert_app_row(table, c);
+                               runtime.outbox().emit(c.tx,
+                                                     OutboxMessage{.event_type = "order.projected",
+                                                                   .schema_version = 1,
+                                                                   .topic = "orders.projected",
+                                                                   .payload = {{"order", c.message_id}}},
+                                                     {.tenant_id = c.scope.id});
+                             })}});
+  const int port = runtime.http_port();
+  REQUIRE(port > 0);
+  CHECK(http_get(port, "/healthz").status == 200);
+  CHECK(eventually([&] { return http_get(port, "/readyz").status == 200; }, 10s));
+
+  const auto request = [](const std::string& consumer, const std::string& id, const std::string& kind) {
+    return AcceptRequest{.scope = Scope::tenant("t1"), .source = "test", .consumer = consumer, .message_id = id,
+                         .event_type = "order.created", .schema_version = 1, .payload = {{"kind", kind}}};
+  };
+  for (int i = 0; i < 5; ++i) runtime.inbox().accept(request("orders.v1", "ok-" + std::to_string(i), "ok"));
+  runtime.inbox().accept(request("orders.v1", "ok-0", "ok"));  // a redelivery
+  runtime.inbox().accept(request("orders.v1", "fail-1", "fail"));
+  runtime.inbox().accept(request("orders.v1", "bad-1", "bad"));
+  runtime.inbox().accept(request("audit.v1", "orphan-1", "ok"));
+  runtime.inbox().accept(request("audit.v1", "orphan-2", "ok"));
+  CHECK_THROWS_AS(runtime.inbox().accept(request("orders.v1", "ok-1", "different")), InboxConflictError);
+
+  const auto metrics = [&] { return http_get(port, "/metrics").body; };
+  const auto value = [&](const std::string& name, const std::string& labels) {
+    return metric_value(metrics(), name, labels);
+  };
+  const bool settled = eventually([&] {
+    return value("boxcar_publisher_events_total", R"(outcome="delivered",topic="orders.projected")") == 5 &&
+           value("boxcar_inbox_processed_total", R"(consumer="orders.v1",event_type="order.created",outcome="dead")") == 2 &&
+           value("boxcar_inbox_receipts", R"(consumer="orders.v1",status="DEAD")") == 2;
+  });
+  const std::string text = metrics();
+  INFO(text);
+  CHECK(settled);
+  CHECK(metric_value(text, "boxcar_inbox_accept_total", R"(consumer="orders.v1",result="accepted")") == 7);
+  CHECK(metric_value(text, "boxcar_inbox_accept_total", R"(consumer="orders.v1",result="duplicate")") == 1);
+  CHECK(metric_value(text, "boxcar_inbox_accept_total", R"(consumer="orders.v1",result="conflict")") == 1);
+  CHECK(metric_value(text, "boxcar_inbox_accept_total", R"(consumer="audit.v1",result="accepted")") == 2);
+  CHECK(metric_value(text, "boxcar_inbox_processed_total",
+                     R"(consumer="orders.v1",event_type="order.created",outcome="completed")") == 5);
+  CHECK(metric_value(text, "boxcar_inbox_processed_total",
+                     R"(consumer="orders.v1",event_type="order.created",outcome="retried")") == 1);
+  CHECK(metric_value(text, "boxcar_outbox_emitted_total", R"(event_type="order.projected",topic="orders.projected")") == 5);
+  CHECK(metric_value(text, "boxcar_inbox_handler_duration_seconds_count", R"(consumer="orders.v1")") == 8);
+  CHECK(metric_value(text, "boxcar_inbox_accept_to_complete_seconds_count", R"(consumer="orders.v1")") == 5);
+  CHECK(metric_value(text, "boxcar_publisher_emit_to_delivered_seconds_count", R"(topic="orders.projected")") == 5);
+  // The orphaned consumer (declared, owned by no worker) shows its backlog.
+  CHECK(metric_value(text, "boxcar_inbox_receipts", R"(consumer="audit.v1",status="PENDING")") == 2);
+  CHECK(metric_value(text, "boxcar_inbox_oldest_due_age_seconds", R"(consumer="audit.v1")") >= 0);
+  CHECK(metric_value(text, "boxcar_outbox_events", R"(status="PENDING")") == 0);
+  runtime.stop();
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows") == 5);
+}
+
+TEST_CASE("readiness fails while the schema is behind this build's migrations") {
+  TestDatabase db;
+  MockKafka kafka;
+  db.query("DELETE FROM {schema}.schema_migrations WHERE version = (SELECT max(version) FROM {schema}.schema_migrations)");
+  Runtime runtime(config_for(db, kafka));
+  runtime.start(Role::Ingress);
+  std::string detail;
+  CHECK_FALSE(runtime.ready(&detail));
+  CHECK(detail.find("migrations at version") != std::string::npos);
+  CHECK(http_get(runtime.http_port(), "/readyz").status == 503);
+  CHECK(http_get(runtime.http_port(), "/healthz").status == 200);
+}
+
+TEST_CASE("ingress, worker and publisher run as three processes against one database") {
+  TestDatabase db;
+  MockKafka kafka;
+  kafka.create_topic("orders.projected", 2);
+  create_app_table(db);
+  const std::vector<std::string> environment = {
+      "BOXCAR_DATABASE_URL=" + db.url(), "BOXCAR_SCHEMA=" + db.schema(), "BOXCAR_CONSUMERS=orders.v1",
+      "BOXCAR_HTTP_LISTEN=127.0.0.1:0", "BOXCAR_WORKER_POLL_INTERVAL_MS=200",
+      "BOXCAR_KAFKA_BOOTSTRAP_SERVERS=" + kafka.bootstrap_servers(), "BOXCAR_LOG_LEVEL=warn"};
+  const auto spawn = [&](const char* program, std::vector<std::string> args) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      for (const auto& e : environment) putenv(const_cast<char*>(e.c_str()));
+      std::vector<char*> argv{const_cast<char*>(program)};
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(program, argv.data());
+      _exit(127);
+    }
+    return pid;
+  };
+  const auto wait_exit = [](pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  };
+
+  REQUIRE(wait_exit(spawn(BOXCAR_TEST_APP_PATH, {"ingest", "200"})) == 0);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'PENDING'") == 200);
+
+  const pid_t worker = spawn(BOXCAR_TEST_APP_PATH, {"worker"});
+  const pid_t publisher = spawn(BOXCAR_CLI_PATH, {"publisher"});  // the generic binary: no application code
+  CHECK(eventually([&] {
+    return db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHED'") == 200;
+  }, 60s));
+  ::kill(worker, SIGTERM);
+  ::kill(publisher, SIGTERM);
+  CHECK(wait_exit(worker) == 0);
+  CHECK(wait_exit(publisher) == 0);
+
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 200);
+  CHECK(db.scalar("SELECT count(DISTINCT message_id) FROM {schema}.app_rows") == 200);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows") == 200);
+  std::set<std::string> ids;
+  for (const auto& r : kafka.read_all("orders.projected", 200, 30s)) ids.insert(r.headers.at("event_id"));
+  CHECK(ids.size() == 200);
+}

@@ -1,0 +1,61 @@
+// A Boxcar application for process-level tests: `boxcar_test_app ingest N` accepts N
+// order.created messages through the runtime's inbox and exits; every other command is
+// run_cli with one handler that writes an application row and emits order.projected in
+// context.tx. Configuration comes from BOXCAR_* like any deployment.
+#include <iostream>
+#include <string>
+
+#include "boxcar/host/runtime.hpp"
+#include "boxcar/runtime/sql_identifier.hpp"
+
+namespace {
+
+struct OrderProjected {
+  static constexpr std::string_view event_type = "order.projected";
+  static constexpr int schema_version = 1;
+  static constexpr std::string_view topic = "orders.projected";
+  std::string order_id;
+};
+void to_json(nlohmann::json& j, const OrderProjected& e) { j = {{"orderId", e.order_id}}; }
+
+class OrderProjection final : public boxcar::InboxHandler {
+ public:
+  OrderProjection(boxcar::OutboxEmitter& outbox, std::string table) : outbox_(outbox), table_(std::move(table)) {}
+  void handle(const nlohmann::json& payload, boxcar::HandlerContext& context) override {
+    const std::string order_id = payload.at("orderId");
+    context.tx.exec("INSERT INTO " + table_ + " (message_id, attempt) VALUES ($1, $2)", context.message_id,
+                    context.attempt);
+    outbox_.emit(context.tx, OrderProjected{order_id},
+                 {.tenant_id = context.scope.id, .causation_id = context.message_id});
+  }
+
+ private:
+  boxcar::OutboxEmitter& outbox_;
+  std::string table_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "ingest") {
+    boxcar::Runtime runtime(boxcar::load_config());
+    const int count = std::stoi(argv[2]);
+    for (int i = 0; i < count; ++i) {
+      runtime.inbox().accept({.scope = boxcar::Scope::tenant("t" + std::to_string(i % 3)),
+                              .source = "test-ingress",
+                              .consumer = "orders.v1",
+                              .message_id = "m-" + std::to_string(i),
+                              .event_type = "order.created",
+                              .schema_version = 1,
+                              .payload = {{"orderId", "o-" + std::to_string(i)}}});
+    }
+    std::cout << "accepted " << count << "\n";
+    return 0;
+  }
+  return boxcar::run_cli(argc, argv, [](boxcar::Runtime& runtime) {
+    const std::string table = boxcar::quote_identifier(runtime.config().schema) + ".app_rows";
+    return std::vector<boxcar::HandlerRegistration>{{.consumer = "orders.v1",
+                                                     .supports = {{"order.created", 1}},
+                                                     .handler = std::make_shared<OrderProjection>(runtime.outbox(), table)}};
+  });
+}
