@@ -3,7 +3,10 @@
 
 #include <mutex>
 
+#include <spdlog/spdlog.h>
+
 #include "boxcar/runtime/error.hpp"
+#include "boxcar/runtime/logging.hpp"
 
 namespace boxcar::detail {
 namespace {
@@ -36,6 +39,15 @@ KafkaProducer::KafkaProducer(const std::map<std::string, std::string>& propertie
   rd_kafka_conf_set_opaque(conf, this);
   rd_kafka_conf_set_dr_msg_cb(conf, &KafkaProducer::on_delivery);
   rd_kafka_conf_set_error_cb(conf, &KafkaProducer::on_error);
+  // librdkafka's own log lines join the process's log (and its JSON format) instead of
+  // going straight to stderr.
+  rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t*, int level, const char* facility, const char* message) {
+    static const auto log = logger("kafka");
+    const auto spd = level <= 3 ? spdlog::level::err : level == 4 ? spdlog::level::warn
+                     : level <= 6                      ? spdlog::level::info
+                                                       : spdlog::level::debug;
+    log->log(spd, "{}: {}", facility, message);
+  });
   handle_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, error, sizeof error);
   if (!handle_) {
     rd_kafka_conf_destroy(conf);

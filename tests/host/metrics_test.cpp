@@ -590,7 +590,7 @@ TEST_CASE("every backlog query reads its partial index, not the table, on 1,000,
     INSERT INTO {schema}.inbox_receipts
       (scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, payload,
        fingerprint, status, available_at, claim_token, lease_expires_at, dead_reason, completed_at)
-    SELECT 'tenant', 't' || (i % 97), 'bench', 'consumer-' || ((i / 200) % 20), 'm-' || i, 'thing.happened', 1,
+    SELECT 'tenant', 't' || (i % 97), 'bench', 'consumer-' || ((i / 800) % 20), 'm-' || i, 'thing.happened', 1,
            '{}'::jsonb, repeat('f', 64), s.status,
            now() - make_interval(secs => i % 600),
            CASE WHEN s.status = 'PROCESSING' THEN md5(i::text)::uuid END,

@@ -97,7 +97,7 @@ void BacklogCollector::start() {
   if (state_->thread.joinable()) return;
   state_->stopping = false;
   state_->thread = std::thread([this] {
-    auto log = logger("host");
+    auto log = logger("runtime");
     std::unique_lock lock(state_->mutex);
     while (!state_->stopping) {
       lock.unlock();

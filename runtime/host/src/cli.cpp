@@ -6,6 +6,7 @@
 
 #include "boxcar/host/config.hpp"
 #include "boxcar/host/runtime.hpp"
+#include "boxcar/runtime/logging.hpp"
 #include "boxcar/runtime/migrate.hpp"
 #include "boxcar/runtime/shutdown_signals.hpp"
 #include "cli_commands.hpp"
@@ -88,7 +89,7 @@ int run_role(Role role, const RuntimeConfig& config, const Runtime::HandlerFacto
   if (role == Role::Ingress) runtime.inbox();  // validates the declared consumers now
   runtime.start(role, std::move(registrations));
   const int signal = signals.wait_for_shutdown();
-  spdlog::info("signal {} received: draining (a second signal exits at once)", signal);
+  logger("runtime")->info("signal {} received: draining (a second signal exits at once)", signal);
   runtime.stop();
   return 0;
 }

@@ -42,7 +42,7 @@ bool is_get_or_head(mg_connection* conn) {
 }
 
 int log_message(const mg_connection*, const char* message) {
-  logger("host")->warn("http: {}", message ? message : "");
+  logger("runtime")->warn("http: {}", message ? message : "");
   return 1;  // handled: civetweb prints nothing itself
 }
 
@@ -64,9 +64,9 @@ struct HttpServer::Impl {
       if (!is_get_or_head(conn)) return respond(conn, 405, kTextContentType, "method not allowed\n");
       return (self->*endpoint)(conn);
     } catch (const std::exception& e) {
-      logger("host")->error("http: request failed: {}", e.what());
+      logger("runtime")->error("http: request failed: {}", e.what());
     } catch (...) {
-      logger("host")->error("http: request failed with a non-standard exception");
+      logger("runtime")->error("http: request failed with a non-standard exception");
     }
     try {
       return respond(conn, 500, kTextContentType, "internal error\n");
@@ -146,7 +146,7 @@ HttpServer::HttpServer(HttpOptions options, std::shared_ptr<Metrics> metrics,
     throw ConfigError("http.listen", "civetweb reports no listening port for '" + options.listen + "'");
   }
   impl_->port = ports[0].port;
-  logger("host")->info("http: serving /metrics, /healthz, /readyz on {} (port {})", options.listen, impl_->port);
+  logger("runtime")->info("http: serving /metrics, /healthz, /readyz on {} (port {})", options.listen, impl_->port);
 }
 
 HttpServer::~HttpServer() {

@@ -55,7 +55,7 @@ class BacklogCollector {
   BacklogCollector& operator=(const BacklogCollector&) = delete;
 
   /// Starts the background thread: a collection now, then one every interval. A failed
-  /// collection is logged (logger "host") and counted; the gauges keep their last
+  /// collection is logged (logger "runtime") and counted; the gauges keep their last
   /// values and the next interval tries again. Does nothing if already running.
   void start();
   /// Stops the background thread and waits for a running collection to finish (bounded
