@@ -14,6 +14,7 @@
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/runtime/logging.hpp"
 #include "boxcar/runtime/sql_identifier.hpp"
+#include "boxcar/runtime/wakeup_listener.hpp"
 #include "message_processor.hpp"
 #include "receipt_store.hpp"
 
@@ -223,12 +224,7 @@ class Worker::Impl {
   }
 
   void dispatch_loop() {
-    std::unique_ptr<pqxx::connection> listener;
-    struct Wakeups : pqxx::notification_receiver {
-      using notification_receiver::notification_receiver;
-      void operator()(const std::string&, int) override {}
-    };
-    std::unique_ptr<Wakeups> receiver;
+    WakeupListener wakeups(pool_->connection_string(), Inbox::notify_channel(options_.schema), log_);
     auto next_recovery = Clock::now();
     while (true) {
       {
@@ -236,16 +232,7 @@ class Worker::Impl {
         queue_changed_.wait(q, [&] { return stopping_ || queue_.size() < queue_capacity(); });
         if (stopping_) break;
       }
-      if (!listener) {
-        try {
-          listener = std::make_unique<pqxx::connection>(pool_->connection_string());
-          receiver = std::make_unique<Wakeups>(*listener, Inbox::notify_channel(options_.schema));
-        } catch (const std::exception& e) {
-          receiver.reset();
-          listener.reset();
-          log_->warn("cannot LISTEN for wake-ups, polling every {} ms: {}", options_.poll_interval.count(), e.what());
-        }
-      }
+      wakeups.ensure_listening();
       std::size_t claimed = 0;
       try {
         const bool recover = Clock::now() >= next_recovery;
@@ -258,30 +245,10 @@ class Worker::Impl {
       }
       if (claimed > 0) continue;
       // Idle: sleep until a NOTIFY arrives or the poll interval passes; never busy-loop.
-      const auto wake_at = std::min(next_recovery, Clock::now() + options_.poll_interval);
-      while (Clock::now() < wake_at) {
-        {
-          std::lock_guard q(queue_mutex_);
-          if (stopping_) break;
-        }
-        const auto slice = std::min<long long>(
-            100, std::chrono::duration_cast<std::chrono::milliseconds>(wake_at - Clock::now()).count() + 1);
-        if (listener) {
-          try {
-            if (listener->await_notification(0, slice * 1000) > 0) {
-              listener->get_notifs();  // take any others that arrived together
-              break;
-            }
-          } catch (const std::exception& e) {
-            log_->warn("wake-up connection lost, reconnecting: {}", e.what());
-            receiver.reset();
-            listener.reset();
-            break;
-          }
-        } else {
-          sleep_unless_stopping(std::chrono::milliseconds(slice));
-        }
-      }
+      wakeups.wait_until(std::min(next_recovery, Clock::now() + options_.poll_interval), [&] {
+        std::lock_guard q(queue_mutex_);
+        return stopping_;
+      });
     }
   }
 

@@ -17,6 +17,7 @@
 #include "boxcar/runtime/logging.hpp"
 #include "boxcar/runtime/sql_identifier.hpp"
 #include "boxcar/runtime/uuid.hpp"
+#include "boxcar/runtime/wakeup_listener.hpp"
 #include "kafka_producer.hpp"
 #include "publisher_queries.hpp"
 
@@ -300,24 +301,10 @@ class Publisher::Impl {
   }
 
   void loop() {
-    std::unique_ptr<pqxx::connection> listener;
-    struct Wakeups : pqxx::notification_receiver {
-      using notification_receiver::notification_receiver;
-      void operator()(const std::string&, int) override {}
-    };
-    std::unique_ptr<Wakeups> receiver;
+    WakeupListener wakeups(pool_->connection_string(), OutboxEmitter::notify_channel(options_.schema), log_);
     auto next_recovery = Clock::now();
     while (!stopping_) {
-      if (!listener) {
-        try {
-          listener = std::make_unique<pqxx::connection>(pool_->connection_string());
-          receiver = std::make_unique<Wakeups>(*listener, OutboxEmitter::notify_channel(options_.schema));
-        } catch (const std::exception& e) {
-          receiver.reset();
-          listener.reset();
-          log_->warn("cannot LISTEN for wake-ups, polling every {} ms: {}", options_.poll_interval.count(), e.what());
-        }
-      }
+      wakeups.ensure_listening();
       std::size_t claimed = 0;
       try {
         if (Clock::now() >= next_recovery) {
@@ -331,26 +318,8 @@ class Publisher::Impl {
         continue;
       }
       if (claimed > 0 || !in_flight_.empty()) continue;
-      const auto wake_at = std::min(next_recovery, Clock::now() + options_.poll_interval);
-      while (!stopping_ && Clock::now() < wake_at) {
-        const auto slice = std::min<long long>(
-            100, std::chrono::duration_cast<std::chrono::milliseconds>(wake_at - Clock::now()).count() + 1);
-        if (!listener) {
-          sleep_for(std::chrono::milliseconds(slice));
-          continue;
-        }
-        try {
-          if (listener->await_notification(0, slice * 1000) > 0) {
-            listener->get_notifs();
-            break;
-          }
-        } catch (const std::exception& e) {
-          log_->warn("wake-up connection lost, reconnecting: {}", e.what());
-          receiver.reset();
-          listener.reset();
-          break;
-        }
-      }
+      wakeups.wait_until(std::min(next_recovery, Clock::now() + options_.poll_interval),
+                         [&] { return stopping_.load(); });
     }
     try {
       finish_all();  // the batches in flight end with their reports (or time out)

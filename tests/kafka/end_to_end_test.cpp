@@ -7,6 +7,7 @@
 #include "boxcar/outbox/outbox_emitter.hpp"
 #include "boxcar/publisher/publisher.hpp"
 #include "mock_kafka.hpp"
+#include "order_events.hpp"
 #include "worker_fixture.hpp"
 
 using namespace boxcar;
@@ -14,14 +15,6 @@ using namespace boxcar::testing;
 using namespace std::chrono_literals;
 
 namespace {
-
-struct OrderProjected {
-  static constexpr std::string_view event_type = "order.projected";
-  static constexpr int schema_version = 1;
-  static constexpr std::string_view topic = "orders.projected";
-  std::string order_id;
-};
-void to_json(nlohmann::json& j, const OrderProjected& e) { j = {{"orderId", e.order_id}}; }
 
 class OrderProjection final : public InboxHandler {
  public:

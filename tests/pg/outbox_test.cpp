@@ -6,20 +6,13 @@
 #include "boxcar/outbox/outbox_emitter.hpp"
 #include "boxcar/runtime/uuid.hpp"
 #include "worker_fixture.hpp"
+#include "order_events.hpp"
 
 using namespace boxcar;
 using namespace boxcar::testing;
 using namespace std::chrono_literals;
 
 namespace {
-
-struct OrderProjected {
-  static constexpr std::string_view event_type = "order.projected";
-  static constexpr int schema_version = 1;
-  static constexpr std::string_view topic = "orders.projected";
-  std::string order_id;
-};
-void to_json(nlohmann::json& j, const OrderProjected& e) { j = {{"orderId", e.order_id}}; }
 
 static_assert(OutboxEvent<OrderProjected>);
 static_assert(!OutboxEvent<OutboxMessage>);

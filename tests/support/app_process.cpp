@@ -7,16 +7,11 @@
 
 #include "boxcar/host/runtime.hpp"
 #include "boxcar/runtime/sql_identifier.hpp"
+#include "order_events.hpp"
 
 namespace {
 
-struct OrderProjected {
-  static constexpr std::string_view event_type = "order.projected";
-  static constexpr int schema_version = 1;
-  static constexpr std::string_view topic = "orders.projected";
-  std::string order_id;
-};
-void to_json(nlohmann::json& j, const OrderProjected& e) { j = {{"orderId", e.order_id}}; }
+using boxcar::testing::OrderProjected;
 
 class OrderProjection final : public boxcar::InboxHandler {
  public:
