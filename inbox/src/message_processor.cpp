@@ -151,8 +151,9 @@ bool MessageProcessor::needs_handler(const ClaimedReceipt& receipt) {
     ++stats_.lease_expired;
     ++stats_.dead;
     observe(receipt, "dead");
-    log_->warn("receipt {} of consumer {} (message {}) is DEAD: attempt {} ended in lease expiry",
-               receipt.id, receipt.consumer, receipt.message_id, receipt.attempt);
+    log_event(*log_, LogLevel::Warn, "receipt is DEAD: its attempts ended in lease expiry",
+              {{"outcome", "dead"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
+               {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)}});
     return false;
   }
   const auto it = handlers_.find(receipt.consumer);
@@ -168,7 +169,9 @@ bool MessageProcessor::needs_handler(const ClaimedReceipt& receipt) {
       ++stats_.unsupported;
       ++stats_.dead;
       observe(receipt, "unsupported");
-      log_->warn("receipt {} (message {}) is DEAD: {}", receipt.id, receipt.message_id, failure.message);
+      log_event(*log_, LogLevel::Warn, "receipt is DEAD: " + failure.message,
+                {{"outcome", "unsupported"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
+                 {"receipt_id", std::to_string(receipt.id)}, {"event_type", receipt.event_type}});
     } else {
       ++stats_.stale;
       observe(receipt, "stale");
@@ -252,19 +255,24 @@ void MessageProcessor::record_failure(const ClaimedReceipt& receipt, FailureReco
     if (!status) {
       ++stats_.stale;
       observe(receipt, "stale");
-      log_->info("receipt {} (message {}) attempt {} failed after its claim went stale", receipt.id,
-                 receipt.message_id, receipt.attempt);
+      log_event(*log_, LogLevel::Info, "attempt failed after its claim went stale",
+                {{"outcome", "stale"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
+                 {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)}});
     } else if (*status == "DEAD") {
       ++stats_.dead;
       observe(receipt, "dead");
-      log_->warn("receipt {} of consumer {} (message {}) is DEAD after attempt {}: {}: {}", receipt.id,
-                 receipt.consumer, receipt.message_id, receipt.attempt, failure.error_type, failure.message);
+      log_event(*log_, LogLevel::Warn, "receipt is DEAD",
+                {{"outcome", "dead"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
+                 {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)},
+                 {"error_type", failure.error_type}, {"error", failure.message}});
     } else {
       ++stats_.retried;
       observe(receipt, "retried");
-      log_->info("receipt {} (message {}) attempt {} failed, retry in {} ms: {}: {}", receipt.id,
-                 receipt.message_id, receipt.attempt, failure.retry_delay.count(), failure.error_type,
-                 failure.message);
+      log_event(*log_, LogLevel::Info, "attempt failed, retrying after backoff",
+                {{"outcome", "retried"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
+                 {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)},
+                 {"retry_in_ms", std::to_string(failure.retry_delay.count())}, {"error_type", failure.error_type},
+                 {"error", failure.message}});
     }
   } catch (const std::exception& e) {
     if (tx) throw;  // the batch transaction is broken: the caller handles the whole batch
@@ -283,8 +291,9 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
     if (!store_.lock(tx, receipt)) {
       ++stats_.stale;
       observe(receipt, "stale");
-      log_->info("receipt {} (message {}) claim went stale before its handler ran", receipt.id,
-                 receipt.message_id);
+      log_event(*log_, LogLevel::Info, "claim went stale before the handler ran",
+                {{"outcome", "stale"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
+                 {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)}});
       return;
     }
     {
@@ -312,8 +321,9 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
     ++stats_.completed;
     observe(receipt, "completed");
     if (options_.metrics) options_.metrics->accept_to_complete(receipt.consumer, *age);
-    log_->debug("receipt {} of consumer {} (message {}) completed on attempt {}", receipt.id, receipt.consumer,
-                receipt.message_id, receipt.attempt);
+    log_event(*log_, LogLevel::Debug, "receipt completed",
+              {{"outcome", "completed"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
+               {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)}});
     return;
   } catch (...) {
     failure = describe_current_exception(receipt, deadline);

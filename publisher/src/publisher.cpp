@@ -233,13 +233,17 @@ class Publisher::Impl {
     std::vector<std::string> delivered_event_ids;
     std::vector<std::int64_t> failed;
     std::string first_error;
+    std::string first_failed_event;
     for (std::size_t i = 0; i < batch.events.size(); ++i) {
       if (outcomes[i].delivered) {
         delivered.push_back(batch.events[i].id);
         if (options_.on_delivered) delivered_event_ids.push_back(batch.events[i].event_id);
       } else {
         failed.push_back(batch.events[i].id);
-        if (first_error.empty()) first_error = outcomes[i].error;
+        if (first_error.empty()) {
+          first_error = outcomes[i].error;
+          first_failed_event = batch.events[i].event_id;
+        }
       }
     }
     if (!delivered.empty()) {
@@ -256,6 +260,12 @@ class Publisher::Impl {
         log_->warn("{} delivered events were no longer claimed by this publisher (lease expired)",
                    delivered.size() - marked);
       if (options_.on_delivered) options_.on_delivered(delivered_event_ids);
+      if (log_->should_log(spdlog::level::debug))
+        for (std::size_t i = 0; i < batch.events.size(); ++i)
+          if (outcomes[i].delivered)
+            log_event(*log_, LogLevel::Debug, "event published",
+                      {{"outcome", "delivered"}, {"event_id", batch.events[i].event_id},
+                       {"topic", batch.events[i].record.topic}});
     }
     if (!failed.empty()) {
       const auto statuses =
@@ -267,8 +277,10 @@ class Publisher::Impl {
         (dead ? dead_ : failed_)++;
         if (options_.metrics) options_.metrics->published(row[1].as<std::string>(), dead ? "dead" : "failed");
       }
-      log_->warn("{} of {} events not delivered, retrying with backoff: {}", failed.size(), batch.events.size(),
-                 first_error);
+      log_event(*log_, LogLevel::Warn, "events not delivered, retrying with backoff",
+                {{"outcome", "failed"}, {"count", std::to_string(failed.size())},
+                 {"batch", std::to_string(batch.events.size())}, {"first_event_id", first_failed_event},
+                 {"error", first_error}});
     }
   }
 

@@ -75,11 +75,23 @@ TEST_CASE("a second SIGTERM ends a process that is still draining at once") {
   CHECK(db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHED'") == 0);
 }
 
-TEST_CASE("the JSON log format writes one JSON object per line") {
+TEST_CASE("the JSON log format writes one JSON object per line, with event fields as keys") {
   TestDatabase db;
+  std::string event_id;
+  {
+    OutboxEmitter outbox(db.pool(), {.schema = db.schema(), .notify = false});
+    Tx tx = db.pool()->begin();
+    event_id = outbox
+                   .emit(tx, OutboxMessage{.event_type = "e", .schema_version = 1, .topic = "t", .payload = {{"n", 1}}},
+                         {.tenant_scope = TenantScope::Global})
+                   .event_id;
+    tx.commit();
+  }
   const std::string log = "/tmp/boxcar-json-log-test.log";
-  const pid_t pid = spawn_publisher(db, log, {"--log-format", "json"});
-  std::this_thread::sleep_for(1500ms);
+  // Kafka is unreachable: after the 1 s delivery timeout the publisher logs the failure.
+  const pid_t pid = spawn_publisher(db, log, {"--log-format", "json", "--set", "publisher.delivery_timeout_ms=1000",
+                                              "--set", "publisher.lease_ms=30000"});
+  std::this_thread::sleep_for(4500ms);
   ::kill(pid, SIGTERM);
   CHECK(wait_status(pid) == 0);
   FILE* file = std::fopen(log.c_str(), "r");
@@ -87,6 +99,7 @@ TEST_CASE("the JSON log format writes one JSON object per line") {
   char line[8192];
   int parsed = 0;
   bool saw_start = false;
+  bool saw_failure_fields = false;
   while (std::fgets(line, sizeof line, file)) {
     const std::string text = line;
     const auto json = nlohmann::json::parse(text);
@@ -94,9 +107,11 @@ TEST_CASE("the JSON log format writes one JSON object per line") {
     CHECK(json.contains("level"));
     CHECK(json.contains("logger"));
     if (json.at("message").get<std::string>().find("runtime started") != std::string::npos) saw_start = true;
+    if (json.value("outcome", "") == "failed" && json.value("first_event_id", "") == event_id) saw_failure_fields = true;
     ++parsed;
   }
   std::fclose(file);
   CHECK(parsed >= 2);
   CHECK(saw_start);
+  CHECK(saw_failure_fields);
 }

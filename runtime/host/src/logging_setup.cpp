@@ -5,28 +5,55 @@
 #include <spdlog/spdlog.h>
 
 #include "boxcar/runtime/error.hpp"
+#include "boxcar/runtime/logging.hpp"
 
 namespace boxcar::detail {
 namespace {
 
-class JsonEscapedMessage final : public spdlog::custom_flag_formatter {
- public:
-  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
-    static constexpr char kHex[] = "0123456789abcdef";
-    for (const char c : msg.payload) {
-      const auto u = static_cast<unsigned char>(c);
-      if (c == '"' || c == '\\') {
-        dest.push_back('\\');
-        dest.push_back(c);
-      } else if (u < 0x20) {
-        const char escaped[] = {'\\', 'u', '0', '0', kHex[u >> 4], kHex[u & 0xF]};
-        dest.append(escaped, escaped + 6);
-      } else {
-        dest.push_back(c);
-      }
+void append_escaped(std::string_view text, spdlog::memory_buf_t& dest) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      dest.push_back('\\');
+      dest.push_back(c);
+    } else if (u < 0x20) {
+      const char escaped[] = {'\\', 'u', '0', '0', kHex[u >> 4], kHex[u & 0xF]};
+      dest.append(escaped, escaped + 6);
+    } else {
+      dest.push_back(c);
     }
   }
-  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonEscapedMessage>(); }
+}
+
+// Writes the JSON-escaped message; for a log_event() line also closes the message string
+// and writes each field as its own string key (the pattern's closing quote ends the last).
+class JsonMessageAndFields final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    const std::string_view payload(msg.payload.data(), msg.payload.size());
+    const auto start = payload.find(kLogFieldsStart);
+    append_escaped(payload.substr(0, start), dest);
+    if (start == std::string_view::npos) return;
+    std::string_view rest = payload.substr(start + 1);
+    if (rest.empty()) return;
+    bool is_key = true;
+    while (true) {
+      const auto end = rest.find(kLogFieldSeparator);
+      const std::string_view part = rest.substr(0, end);
+      if (is_key) {
+        dest.append(std::string_view("\",\""));
+        append_escaped(part, dest);
+        dest.append(std::string_view("\":\""));
+      } else {
+        append_escaped(part, dest);
+      }
+      is_key = !is_key;
+      if (end == std::string_view::npos) break;
+      rest = rest.substr(end + 1);
+    }
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonMessageAndFields>(); }
 };
 
 }  // namespace
@@ -37,10 +64,11 @@ void configure_logging(const std::string& format, const std::string& level) {
   spdlog::set_level(parsed);
   if (format == "json") {
     auto formatter = std::make_unique<spdlog::pattern_formatter>();
-    formatter->add_flag<JsonEscapedMessage>('*').set_pattern(
+    formatter->add_flag<JsonMessageAndFields>('*').set_pattern(
         R"({"time":"%Y-%m-%dT%H:%M:%S.%f%z","level":"%l","logger":"%n","thread":%t,"message":"%*"})");
     spdlog::set_formatter(std::move(formatter));
   }
+  set_json_log_fields(format == "json");
 }
 
 }  // namespace boxcar::detail
