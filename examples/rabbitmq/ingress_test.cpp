@@ -1,0 +1,295 @@
+// Integration tests of the RabbitMQ ingress example against a real, throw-away RabbitMQ
+// node and the test PostgreSQL: what is acknowledged, dead-lettered and requeued is
+// checked by counting receipts and queue depths, not by reading logs alone.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "ingress.hpp"
+#include "rabbitmq_node.hpp"
+#include "test_database.hpp"
+
+extern char** environ;
+
+namespace {
+
+using boxcar::examples::AmqpSession;
+using boxcar::examples::IngressOptions;
+using boxcar::examples::OutgoingMessage;
+using boxcar::examples::testing::RabbitMqNode;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+/// The node for this test case, or null (with a warning) when RabbitMQ is not installed.
+std::unique_ptr<RabbitMqNode> start_node_or_skip() {
+  if (auto reason = RabbitMqNode::unavailable_reason()) {
+    WARN("SKIPPED: cannot start a RabbitMQ node here: " << *reason);
+    return nullptr;
+  }
+  return std::make_unique<RabbitMqNode>();
+}
+
+/// Polls `read` until it returns `expected` or `timeout` passes; returns the last value.
+/// Queue depths settle asynchronously (a closed channel requeues its deliveries).
+template <typename T>
+T eventually(const std::function<T()>& read, const T& expected, std::chrono::milliseconds timeout = 5s) {
+  const auto until = Clock::now() + timeout;
+  T value = read();
+  while (value != expected && Clock::now() < until) {
+    std::this_thread::sleep_for(50ms);
+    value = read();
+  }
+  return value;
+}
+
+OutgoingMessage order_created(const std::string& id, const std::string& body) {
+  return {.message_id = id,
+          .type = "order.created",
+          .headers = {{"tenant", std::string("tenant-7")}, {"schema-version", std::int64_t{1}}},
+          .body = body};
+}
+
+std::multiset<std::string> drain_message_ids(AmqpSession& session, const std::string& queue,
+                                             std::map<std::string, std::string>* bodies = nullptr) {
+  std::multiset<std::string> ids;
+  while (auto message = session.get(queue)) {
+    ids.insert(message->message_id);
+    if (bodies) (*bodies)[message->message_id] = message->body;
+  }
+  return ids;
+}
+
+/// The example binary as a child process with extra environment, output to `log`.
+class IngressProcess {
+ public:
+  IngressProcess(const std::map<std::string, std::string>& env_overrides, std::vector<std::string> args,
+                 std::string log)
+      : log_(std::move(log)) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      const std::string entry = *e;
+      if (!env_overrides.count(entry.substr(0, entry.find('=')))) env.push_back(entry);
+    }
+    for (const auto& [key, value] : env_overrides) env.push_back(key + "=" + value);
+    args.insert(args.begin(), BOXCAR_RABBITMQ_INGRESS_PATH);
+    std::vector<char*> envp, argv;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      const int out = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (out >= 0) {
+        ::dup2(out, STDOUT_FILENO);
+        ::dup2(out, STDERR_FILENO);
+      }
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(127);
+    }
+  }
+  ~IngressProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    std::filesystem::remove(log_);
+  }
+  IngressProcess(const IngressProcess&) = delete;
+  IngressProcess& operator=(const IngressProcess&) = delete;
+
+  void signal(int sig) const { ::kill(pid_, sig); }
+  /// The exit status, or nullopt when it is still running after `timeout`.
+  std::optional<int> wait(std::chrono::milliseconds timeout) {
+    const auto until = Clock::now() + timeout;
+    while (Clock::now() < until) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return std::nullopt;
+  }
+  std::string output() const {
+    std::ifstream in(log_);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+};
+
+std::string temp_log(const char* name) {
+  return (std::filesystem::temp_directory_path() /
+          (std::string(name) + "-" + std::to_string(::getpid()) + ".log"))
+      .string();
+}
+
+}  // namespace
+
+TEST_CASE("the ingress acks accepted and duplicate deliveries and dead-letters conflicts and invalid ones") {
+  const auto node = start_node_or_skip();
+  if (!node) return;
+  boxcar::testing::TestDatabase db;
+  const IngressOptions options{.amqp = node->amqp()};
+  AmqpSession producer(node->amqp());
+  boxcar::examples::declare_topology(producer, options);
+
+  // A valid event, its redelivery (same id, keys in another order, other trace header:
+  // the same content), the id reused with other content, and three that cannot be
+  // accepted: a body that is not JSON, no tenant, a non-numeric schema version.
+  producer.publish("orders", order_created("evt-1", R"({"orderId":"o-1","total":10})"));
+  OutgoingMessage redelivery = order_created("evt-1", R"({"total":10,"orderId":"o-1"})");
+  redelivery.headers["traceparent"] = std::string("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  producer.publish("orders", redelivery);
+  producer.publish("orders", order_created("evt-1", R"({"orderId":"o-1","total":11})"));
+  producer.publish("orders", order_created("evt-2", "{not json"));
+  OutgoingMessage no_tenant = order_created("evt-3", R"({"orderId":"o-3"})");
+  no_tenant.headers.erase("tenant");
+  producer.publish("orders", no_tenant);
+  OutgoingMessage bad_version = order_created("evt-5", R"({"orderId":"o-5"})");
+  bad_version.headers["schema-version"] = std::string("one");
+  producer.publish("orders", bad_version);
+  // Identity and type from headers, schema version as text: accepted.
+  producer.publish("orders", {.headers = {{"message-id", std::string("evt-4")},
+                                          {"type", std::string("order.created")},
+                                          {"tenant", std::string("tenant-7")},
+                                          {"schema-version", std::string("1")}},
+                              .body = R"({"orderId":"o-4"})"});
+  const std::function<std::uint32_t()> orders_depth = [&] { return producer.message_count("orders"); };
+  const std::function<std::uint32_t()> dead_depth = [&] { return producer.message_count("orders.dead-letter"); };
+  REQUIRE(eventually(orders_depth, 7u) == 7u);
+
+  IngressProcess ingress({{"BOXCAR_DATABASE_URL", db.url()},
+                          {"BOXCAR_SCHEMA", db.schema()},
+                          {"RABBITMQ_HOST", "127.0.0.1"},
+                          {"RABBITMQ_PORT", std::to_string(node->amqp_port())}},
+                         {"--until-idle", "1.5"}, temp_log("example-rabbitmq-ingress"));
+  const std::optional<int> status = ingress.wait(30s);
+  const std::string output = ingress.output();
+  INFO("ingress output:\n" << output);
+  REQUIRE(status == 0);
+
+  // Two identities retained, once each; the conflict left the first record untouched.
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id IN ('evt-1', 'evt-4') "
+                  "AND consumer = 'orders.projection.v1' AND scope_id = 'tenant-7'") == 2);
+  CHECK(db.scalar("SELECT (payload->>'total')::int FROM {schema}.inbox_receipts WHERE message_id = 'evt-1'") == 10);
+
+  // Every delivery was settled: nothing waits in the main queue, and exactly the
+  // conflict and the three invalid ones went to the dead-letter queue.
+  CHECK(eventually(orders_depth, 0u) == 0u);
+  REQUIRE(eventually(dead_depth, 4u) == 4u);
+  std::map<std::string, std::string> bodies;
+  CHECK(drain_message_ids(producer, "orders.dead-letter", &bodies) ==
+        std::multiset<std::string>{"evt-1", "evt-2", "evt-3", "evt-5"});
+  CHECK(bodies["evt-1"] == R"({"orderId":"o-1","total":11})");
+
+  // The reason of each dead letter is in the log.
+  CHECK(output.find("IDENTITY_CONFLICT") != std::string::npos);
+  CHECK(output.find("BODY_NOT_JSON") != std::string::npos);
+  CHECK(output.find("INBOX_SCOPE_INVALID") != std::string::npos);
+  CHECK(output.find("AMQP_HEADER_INVALID") != std::string::npos);
+  CHECK(output.find("accepted=2 duplicates=1 dead_lettered=4 requeued=0") != std::string::npos);
+}
+
+TEST_CASE("the ingress stops cleanly on SIGTERM and a later run deduplicates a redelivery") {
+  const auto node = start_node_or_skip();
+  if (!node) return;
+  boxcar::testing::TestDatabase db;
+  const IngressOptions options{.amqp = node->amqp()};
+  AmqpSession producer(node->amqp());
+  boxcar::examples::declare_topology(producer, options);
+  const std::map<std::string, std::string> env{{"BOXCAR_DATABASE_URL", db.url()},
+                                               {"BOXCAR_SCHEMA", db.schema()},
+                                               {"RABBITMQ_HOST", "127.0.0.1"},
+                                               {"RABBITMQ_PORT", std::to_string(node->amqp_port())}};
+  const std::function<std::uint32_t()> orders_depth = [&] { return producer.message_count("orders"); };
+  const std::function<std::int64_t()> receipts = [&] {
+    return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts");
+  };
+
+  {
+    IngressProcess ingress(env, {}, temp_log("example-rabbitmq-sigterm"));
+    producer.publish("orders", order_created("evt-1", R"({"orderId":"o-1"})"));
+    REQUIRE(eventually(receipts, std::int64_t{1}, 20s) == 1);
+    ingress.signal(SIGTERM);
+    const std::optional<int> status = ingress.wait(10s);
+    INFO("ingress output:\n" << ingress.output());
+    CHECK(status == 0);
+  }
+  // The producer's retry of the same event after the restart is acked as a duplicate.
+  producer.publish("orders", order_created("evt-1", R"({"orderId":"o-1"})"));
+  IngressProcess again(env, {"--until-idle", "1"}, temp_log("example-rabbitmq-again"));
+  const std::optional<int> status = again.wait(30s);
+  INFO("ingress output:\n" << again.output());
+  REQUIRE(status == 0);
+  CHECK(receipts() == 1);
+  CHECK(eventually(orders_depth, 0u) == 0u);
+  CHECK(producer.message_count("orders.dead-letter") == 0);
+  CHECK(again.output().find("accepted=0 duplicates=1") != std::string::npos);
+}
+
+TEST_CASE("a storage failure requeues deliveries instead of acknowledging or dead-lettering them") {
+  const auto node = start_node_or_skip();
+  if (!node) return;
+  IngressOptions options{.amqp = node->amqp()};
+  options.storage_backoff = {.base = 20ms, .cap = 100ms};
+  AmqpSession producer(node->amqp());
+  boxcar::examples::declare_topology(producer, options);
+  for (const char* id : {"evt-1", "evt-2", "evt-3"}) {
+    producer.publish("orders", order_created(id, R"({"orderId":"o-1"})"));
+  }
+  const std::function<std::uint32_t()> orders_depth = [&] { return producer.message_count("orders"); };
+  REQUIRE(eventually(orders_depth, 3u) == 3u);
+
+  // A database nobody listens on: every accept() is an InboxStorageError.
+  auto dead_pool = boxcar::ConnectionPool::create(
+      {.url = "postgresql://boxcar@127.0.0.1:1/postgres", .size = 1, .acquire_timeout = 500ms});
+  boxcar::Inbox dead_inbox(dead_pool, {.schema = "boxcar", .consumers = {options.consumer}});
+  std::atomic<bool> stop{false};
+  boxcar::examples::IngressStats stats;
+  std::thread consumer([&] { stats = boxcar::examples::run_ingress(dead_inbox, options, stop); });
+  std::this_thread::sleep_for(1500ms);
+  stop = true;
+  consumer.join();
+
+  CHECK(stats.requeued >= 3);
+  CHECK(stats.accepted + stats.duplicates + stats.rejected == 0);
+  // Nothing was lost or dead-lettered: all three are back in the queue.
+  CHECK(eventually(orders_depth, 3u) == 3u);
+  CHECK(producer.message_count("orders.dead-letter") == 0);
+
+  // Once the database is back, the same deliveries are accepted.
+  boxcar::testing::TestDatabase db;
+  boxcar::Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {options.consumer}});
+  options.until_idle = 1s;
+  stop = false;
+  const auto recovered = boxcar::examples::run_ingress(inbox, options, stop);
+  CHECK(recovered.accepted == 3);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
+  CHECK(eventually(orders_depth, 0u) == 0u);
+}

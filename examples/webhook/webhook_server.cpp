@@ -1,0 +1,250 @@
+// The webhook endpoint on civetweb's C API. The handler maps each accept() outcome to the
+// status that tells a webhook sender whether to stop (2xx), give up (4xx) or redeliver (503).
+#include "webhook_server.hpp"
+
+#include <civetweb.h>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "boxcar/inbox/inbox.hpp"
+#include "boxcar/runtime/canonical_json.hpp"
+#include "boxcar/runtime/logging.hpp"
+
+namespace webhook {
+
+namespace {
+
+using Json = nlohmann::json;
+
+struct Response {
+  int status;
+  Json body;
+  std::vector<std::pair<std::string, std::string>> headers{};
+};
+
+Response rejection(int status, std::string code, std::string message, std::string field = {}) {
+  Json body = {{"error", std::move(code)}, {"message", std::move(message)}};
+  if (!field.empty()) body["field"] = std::move(field);
+  return {status, std::move(body)};
+}
+
+void send(mg_connection* conn, const Response& response) {
+  // Messages may quote input (e.g. a header value): never let bad UTF-8 throw here.
+  const std::string body = response.body.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+  const std::string length = std::to_string(body.size());
+  mg_response_header_start(conn, response.status);
+  mg_response_header_add(conn, "Content-Type", "application/json", -1);
+  mg_response_header_add(conn, "Content-Length", length.c_str(), -1);
+  mg_response_header_add(conn, "Cache-Control", "no-store", -1);
+  for (const auto& [name, value] : response.headers)
+    mg_response_header_add(conn, name.c_str(), value.c_str(), -1);
+  mg_response_header_send(conn);
+  mg_write(conn, body.data(), body.size());
+}
+
+std::string_view header(mg_connection* conn, const char* name) {
+  const char* value = mg_get_header(conn, name);
+  return value ? std::string_view(value) : std::string_view{};
+}
+
+/// The sender knows the wire names, not AcceptRequest's: report the field as it sent it.
+std::string wire_field(const std::string& inbox_field) {
+  if (inbox_field == "message_id") return "webhook-id";
+  if (inbox_field == "event_type") return "type";
+  if (inbox_field == "schema_version") return "version";
+  if (inbox_field.starts_with("payload")) return "data" + inbox_field.substr(std::string_view("payload").size());
+  return inbox_field;
+}
+
+int log_message(const mg_connection*, const char* message) {
+  boxcar::logger("webhook")->warn("http: {}", message ? message : "");
+  return 1;  // handled: civetweb prints nothing itself
+}
+
+}  // namespace
+
+struct Server::Impl {
+  boxcar::Inbox& inbox;
+  ServerOptions options;
+  mg_context* context = nullptr;
+  int port = 0;
+
+  Impl(boxcar::Inbox& inbox_, ServerOptions options_) : inbox(inbox_), options(std::move(options_)) {}
+
+  /// The C callback: never lets an exception cross into civetweb.
+  static int handle(mg_connection* conn, void* data) {
+    auto* self = static_cast<Impl*>(data);
+    try {
+      const Response response = self->serve(conn);
+      send(conn, response);
+      return response.status;
+    } catch (const std::exception& e) {
+      boxcar::logger("webhook")->error("request failed: {}", e.what());
+    } catch (...) {
+      boxcar::logger("webhook")->error("request failed with a non-standard exception");
+    }
+    try {
+      // Not known to be recorded: a 5xx makes the sender redeliver, which is safe.
+      send(conn, rejection(500, "INTERNAL_ERROR", "internal error; retry later"));
+    } catch (...) {
+    }
+    return 500;
+  }
+
+  Response serve(mg_connection* conn) {
+    const mg_request_info* request = mg_get_request_info(conn);
+    if (!request || !request->request_method || std::strcmp(request->request_method, "POST") != 0) {
+      Response response = rejection(405, "METHOD_NOT_ALLOWED", "use POST");
+      response.headers.emplace_back("Allow", "POST");
+      return response;
+    }
+    if (request->local_uri && std::strcmp(request->local_uri, kPath) != 0)
+      return rejection(404, "NOT_FOUND", "no such endpoint");
+
+    // 1. The raw body, bounded: the signature covers these exact bytes.
+    const Response too_large = rejection(413, "BODY_TOO_LARGE",
+                                         "body exceeds " + std::to_string(options.max_body_bytes) + " bytes");
+    if (request->content_length > static_cast<long long>(options.max_body_bytes)) return too_large;
+    std::string body;
+    if (request->content_length > 0) body.reserve(static_cast<std::size_t>(request->content_length));
+    char buffer[16 * 1024];
+    for (;;) {
+      const int n = mg_read(conn, buffer, sizeof buffer);
+      if (n < 0) return rejection(400, "BODY_UNREADABLE", "the request body could not be read", "body");
+      if (n == 0) break;
+      body.append(buffer, static_cast<std::size_t>(n));
+      if (body.size() > options.max_body_bytes) return too_large;  // chunked body without a length
+    }
+
+    // 2. Authenticate before parsing anything: the verifying key names the tenant.
+    const std::string_view id = header(conn, "webhook-id");
+    const VerifyResult verified = verify(options.keys,
+                                         {.id = id,
+                                          .timestamp = header(conn, "webhook-timestamp"),
+                                          .signature = header(conn, "webhook-signature"),
+                                          .body = body},
+                                         std::chrono::system_clock::now(), options.tolerance);
+    if (!verified.verified()) {
+      boxcar::log_event(*boxcar::logger("webhook"), boxcar::LogLevel::Warn, "webhook rejected",
+                        {{"reason", to_string(verified.status)}});
+      return rejection(401, "UNAUTHORIZED", to_string(verified.status));
+    }
+
+    // 3. Parse strictly: duplicate member names, non-finite or unsafe numbers, bad
+    //    UTF-8 and hostile depth are refused (boxcar::canonicalize_text) instead of being
+    //    silently resolved by a lenient parser. The canonical text then parses safely.
+    Json event;
+    try {
+      event = Json::parse(boxcar::canonicalize_text(
+          body, {.max_depth = boxcar::CanonicalLimits{}.max_depth + 1, .max_bytes = 2 * options.max_body_bytes}));
+    } catch (const boxcar::JsonValueError& e) {
+      return rejection(400, e.code(), e.what(), "body" + e.path());
+    }
+    if (!event.is_object()) return rejection(400, "INVALID_BODY", "the body must be a JSON object", "body");
+    const auto type = event.find("type");
+    if (type == event.end()) return rejection(400, "INBOX_FIELD_REQUIRED", "'type' is required", "type");
+    if (!type->is_string()) return rejection(400, "INBOX_FIELD_INVALID", "'type' must be a string", "type");
+    int version = 1;
+    if (const auto v = event.find("version"); v != event.end()) {
+      if (!v->is_number_integer() || v->get<std::int64_t>() < std::numeric_limits<int>::min() ||
+          v->get<std::int64_t>() > std::numeric_limits<int>::max())
+        return rejection(400, "INBOX_SCHEMA_VERSION_INVALID", "'version' must be an integer", "version");
+      version = static_cast<int>(v->get<std::int64_t>());
+    }
+    const auto data = event.find("data");
+    if (data == event.end()) return rejection(400, "INBOX_FIELD_REQUIRED", "'data' is required", "data");
+
+    // 4. Record it durably; only then may the sender hear 2xx.
+    const std::string tenant = verified.tenant;
+    try {
+      const boxcar::Receipt receipt = inbox.accept({
+          .scope = boxcar::Scope::tenant(tenant),  // from the verifying key, never from the body
+          .source = options.source,
+          .consumer = options.consumer,
+          .message_id = std::string(id),
+          .event_type = type->get<std::string>(),
+          .schema_version = version,
+          .payload = *data,
+      });
+      const bool accepted = receipt.kind == boxcar::Receipt::Kind::Accepted;
+      boxcar::log_event(*boxcar::logger("webhook"), boxcar::LogLevel::Info, "webhook recorded",
+                        {{"tenant", tenant},
+                         {"message_id", std::string(id)},
+                         {"outcome", boxcar::to_string(receipt.kind)},
+                         {"receipt_id", std::to_string(receipt.id)}});
+      return {accepted ? 202 : 200,
+              {{"result", boxcar::to_string(receipt.kind)},
+               {"receipt", {{"id", receipt.id}, {"status", boxcar::to_string(receipt.status)}}}}};
+    } catch (const boxcar::InboxValidationError& e) {
+      Response response = rejection(400, e.code(), e.what(), wire_field(e.field()));
+      response.body["inbox_field"] = e.field();
+      return response;
+    } catch (const boxcar::InboxConflictError& e) {
+      boxcar::log_event(*boxcar::logger("webhook"), boxcar::LogLevel::Warn, "webhook identity conflict",
+                        {{"tenant", tenant}, {"message_id", std::string(id)}});
+      return rejection(409, e.code(), "webhook-id was already used for different content");
+    } catch (const boxcar::InboxStorageError& e) {
+      // Not recorded, or (uncertain) maybe recorded: either way the redelivery of the
+      // same webhook-id reconciles it (Accepted if it did not land, Duplicate if it did).
+      boxcar::log_event(*boxcar::logger("webhook"), boxcar::LogLevel::Error, "webhook not recorded",
+                        {{"tenant", tenant},
+                         {"message_id", std::string(id)},
+                         {"code", e.code()},
+                         {"error", e.what()}});
+      Response response = rejection(503, e.code(), "not recorded; redeliver the same webhook-id later");
+      response.headers.emplace_back("Retry-After", std::to_string(options.retry_after.count()));
+      return response;
+    }
+  }
+};
+
+Server::Server(boxcar::Inbox& inbox, ServerOptions options)
+    : impl_(std::make_unique<Impl>(inbox, std::move(options))) {
+  if (impl_->options.keys.empty()) throw std::invalid_argument("webhook: no signing keys configured");
+  const std::string threads = std::to_string(impl_->options.threads);
+  // No document_root: civetweb serves no files, only the handler below.
+  const char* configuration[] = {"listening_ports",    impl_->options.listen.c_str(),
+                                 "num_threads",        threads.c_str(),
+                                 "request_timeout_ms", "30000",
+                                 "enable_keep_alive",  "no",
+                                 nullptr};
+  mg_callbacks callbacks{};
+  callbacks.log_message = &log_message;
+  mg_init_data init{};
+  init.callbacks = &callbacks;
+  init.user_data = impl_.get();
+  init.configuration_options = configuration;
+  char error_text[256] = {};
+  unsigned error_code = 0;
+  mg_error_data error{};
+  error.code = &error_code;
+  error.text = error_text;
+  error.text_buffer_size = sizeof error_text;
+  impl_->context = mg_start2(&init, &error);
+  if (!impl_->context)
+    throw std::invalid_argument("webhook: cannot listen on '" + impl_->options.listen +
+                                "': " + (error_text[0] ? error_text : "civetweb failed to start"));
+  mg_set_request_handler(impl_->context, kPath, &Impl::handle, impl_.get());
+
+  mg_server_port ports[4] = {};
+  if (mg_get_server_ports(impl_->context, 4, ports) <= 0) {
+    mg_stop(impl_->context);
+    throw std::invalid_argument("webhook: civetweb reports no listening port for '" + impl_->options.listen + "'");
+  }
+  impl_->port = ports[0].port;
+}
+
+Server::~Server() {
+  if (impl_ && impl_->context) mg_stop(impl_->context);
+}
+
+int Server::port() const noexcept { return impl_->port; }
+
+}  // namespace webhook
