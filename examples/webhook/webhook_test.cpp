@@ -429,8 +429,8 @@ TEST_CASE("an invalid body is rejected with 400 naming the field, and nothing is
     std::string field;
   };
   const Case c = GENERATE(values<Case>({
-      {R"({"type":"order.created","data":)", "body"},                                     // not JSON
-      {R"({"type":"a","type":"b","data":{}})", "body"},                                   // duplicate key
+      {R"({"type":"order.created","data":)", "body/data"},                                // not JSON
+      {R"({"type":"a","type":"b","data":{}})", "body/type"},                              // duplicate key
       {R"([1,2,3])", "body"},                                                             // not an object
       {R"({"data":{"orderId":"o-1"}})", "type"},                                          // missing type
       {R"({"type":7,"data":{}})", "type"},                                                // type not a string

@@ -1,0 +1,36 @@
+// The test helpers' SQL. `{schema}` is replaced per call; values are $n.
+#pragma once
+
+namespace boxcar::testing_sql {
+
+inline constexpr const char* kReceiptState = R"sql(
+SELECT status, attempts, finished_attempts, last_error_type, last_error, dead_reason
+FROM {schema}.inbox_receipts
+WHERE consumer = $1
+  AND source = $2
+  AND scope_kind = $3
+  AND scope_id = $4
+  AND message_id = $5
+)sql";
+
+// A publisher that delivers to the test: every committed, due event, in emit order.
+inline constexpr const char* kCapturePublished = R"sql(
+WITH due AS (
+    SELECT id
+    FROM {schema}.outbox_events
+    WHERE status IN ('PENDING', 'RETRYABLE')
+    ORDER BY id
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+UPDATE {schema}.outbox_events AS e
+SET status = 'PUBLISHED',
+    published_at = now(),
+    attempts = e.attempts + 1,
+    updated_at = now()
+FROM due
+WHERE e.id = due.id
+RETURNING e.event_id::text, e.event_type, e.schema_version, e.topic, e.message_key, e.tenant_id,
+          e.causation_id, e.correlation_id, e.payload, e.headers::text
+)sql";
+
+}  // namespace boxcar::testing_sql
