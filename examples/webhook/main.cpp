@@ -8,6 +8,8 @@
 //   WEBHOOK_CONSUMER=orders.projection.v1
 //
 // Runs until SIGTERM or SIGINT, then finishes in-flight requests and exits 0.
+#include <signal.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <exception>
