@@ -20,6 +20,9 @@ rd_kafka_t* make_consumer(const ConsumerOptions& options) {
            {"group.id", options.group_id},
            {"enable.auto.commit", "false"},  // offsets move only after accept()
            {"auto.offset.reset", "earliest"},
+           // A replacement consumer gets a dead member's partitions within seconds.
+           {"session.timeout.ms", "6000"},
+           {"heartbeat.interval.ms", "500"},
            {"socket.nagle.disable", "true"},
            {"log_level", "3"}})
     if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), error, sizeof error) != RD_KAFKA_CONF_OK)

@@ -147,11 +147,14 @@ boxcar::AcceptRequest projected_request(const orders::KafkaRecord& r) {
           .metadata = {.causation_id = r.headers.count("causation_id") ? r.headers.at("causation_id") : ""}};
 }
 
+// Set by SIGTERM/SIGINT: consumers then leave their group cleanly.
+std::atomic<bool> stop_requested{false};
+
 // Accepts every poll batch with accept_many; the consumer commits only afterwards.
 nlohmann::json accept_topic(boxcar::Inbox& inbox, const orders::ConsumerOptions& options,
                             boxcar::AcceptRequest (*to_request)(const orders::KafkaRecord&)) {
   std::map<std::string, int> counts;
-  std::atomic<bool> stop{false};
+  const std::atomic<bool>& stop = stop_requested;
   orders::consume_batches(options, stop, [&](const std::vector<orders::KafkaRecord>& batch) {
     std::vector<boxcar::AcceptRequest> requests;
     for (const auto& record : batch) requests.push_back(to_request(record));
@@ -177,6 +180,12 @@ int main(int argc, char** argv) {
   try {
     if (command == "mock-kafka") return mock_kafka();
     if (command == "init" || command == "produce" || command == "ingress" || command == "downstream") {
+      // Before librdkafka starts its threads: only sigwait sees SIGTERM/SIGINT.
+      static boxcar::ShutdownSignals signals;
+      std::thread([] {
+        signals.wait_for_shutdown();
+        stop_requested = true;
+      }).detach();
       const auto config = boxcar::load_config();
       if (command == "init") return init(config);
       if (command == "produce") return produce(config, argc > 2 ? std::stoi(argv[2]) : 100);
