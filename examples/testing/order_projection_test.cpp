@@ -37,18 +37,25 @@ boxcar::AcceptRequest order(const std::string& id, const std::string& order_id) 
           .message_id = id, .event_type = "order.created", .schema_version = 1, .payload = {{"orderId", order_id}}};
 }
 
-}  // namespace
-
-TEST_CASE("an accepted order is projected once, emits one event, and a redelivery changes nothing") {
+// What every test needs: its own schema with the application's table, and the real
+// Inbox, OutboxEmitter and Worker wired as the application wires them.
+struct App {
   boxcar::testing::TestSchema db;
-  db.execute("CREATE TABLE {schema}.order_projection (tenant_id text NOT NULL, order_id text NOT NULL)");
-  boxcar::Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {"orders.projection.v1"}, .notify = false});
-  boxcar::OutboxEmitter outbox(db.pool(), {.schema = db.schema(), .notify = false});
-  boxcar::Worker worker(db.pool(), {.schema = db.schema(), .consumers = {"orders.projection.v1"}},
+  boxcar::Inbox inbox{db.pool(), {.schema = db.schema(), .consumers = {"orders.projection.v1"}, .notify = false}};
+  boxcar::OutboxEmitter outbox{db.pool(), {.schema = db.schema(), .notify = false}};
+  boxcar::Worker worker{db.pool(), {.schema = db.schema(), .consumers = {"orders.projection.v1"}},
                         {{.consumer = "orders.projection.v1",
                           .supports = {{"order.created", 1}},
                           .handler = std::make_shared<OrderProjection>(
-                              outbox, boxcar::quote_identifier(db.schema()) + ".order_projection")}});
+                              outbox, boxcar::quote_identifier(db.schema()) + ".order_projection")}}};
+  App() { db.execute("CREATE TABLE {schema}.order_projection (tenant_id text NOT NULL, order_id text NOT NULL)"); }
+};
+
+}  // namespace
+
+TEST_CASE("an accepted order is projected once, emits one event, and a redelivery changes nothing") {
+  App app;
+  auto& [db, inbox, outbox, worker] = app;
 
   inbox.accept(order("evt-1", "o-42"));
   CHECK(boxcar::testing::drain(worker) == 1);
@@ -69,15 +76,8 @@ TEST_CASE("an accepted order is projected once, emits one event, and a redeliver
 }
 
 TEST_CASE("an order without an id is DEAD at once and projects nothing") {
-  boxcar::testing::TestSchema db;
-  db.execute("CREATE TABLE {schema}.order_projection (tenant_id text NOT NULL, order_id text NOT NULL)");
-  boxcar::Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {"orders.projection.v1"}, .notify = false});
-  boxcar::OutboxEmitter outbox(db.pool(), {.schema = db.schema(), .notify = false});
-  boxcar::Worker worker(db.pool(), {.schema = db.schema(), .consumers = {"orders.projection.v1"}},
-                        {{.consumer = "orders.projection.v1",
-                          .supports = {{"order.created", 1}},
-                          .handler = std::make_shared<OrderProjection>(
-                              outbox, boxcar::quote_identifier(db.schema()) + ".order_projection")}});
+  App app;
+  auto& [db, inbox, outbox, worker] = app;
   inbox.accept(order("evt-2", ""));
   boxcar::testing::drain(worker);
   const auto state = boxcar::testing::receipt_state(db, order("evt-2", ""));
