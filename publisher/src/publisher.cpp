@@ -78,7 +78,7 @@ class Publisher::Impl {
     mark_published_ = with_schema(publisher_sql::kMarkPublished, schema);
     mark_failed_ = with_schema(publisher_sql::kMarkFailed, schema);
     names_ = "boxcar.publisher." + schema + ".";
-    producer_ = std::make_unique<KafkaProducer>(options_.kafka, options_.delivery_timeout);
+    producer_ = std::make_shared<KafkaProducer>(options_.kafka, options_.delivery_timeout);
   }
 
   ~Impl() { stop(); }
@@ -118,8 +118,14 @@ class Publisher::Impl {
   }
 
   bool kafka_connected() {
-    std::lock_guard lock(producer_mutex_);
-    return producer_ && !producer_->fatal() && producer_->connected(std::chrono::milliseconds(2000));
+    // The metadata request may take seconds: ask outside the lock, so a readiness probe
+    // never stalls the publishing thread; the copy keeps a producer replaced meanwhile alive.
+    std::shared_ptr<KafkaProducer> producer;
+    {
+      std::lock_guard lock(producer_mutex_);
+      producer = producer_;
+    }
+    return producer && !producer->fatal() && producer->connected(std::chrono::milliseconds(2000));
   }
 
   void raise_fatal_error(const std::string& reason) {
@@ -213,7 +219,7 @@ class Publisher::Impl {
         log_->error("Kafka producer failed fatally ({}); recreating it, undelivered events stay unpublished",
                     producer_->fatal_reason());
         producer_.reset();
-        producer_ = std::make_unique<KafkaProducer>(options_.kafka, options_.delivery_timeout);
+        producer_ = std::make_shared<KafkaProducer>(options_.kafka, options_.delivery_timeout);
         ++producer_restarts_;
       }
     }
@@ -352,7 +358,7 @@ class Publisher::Impl {
   std::shared_ptr<spdlog::logger> log_;
   std::string claim_, recover_, mark_published_, mark_failed_, names_;
   std::mutex producer_mutex_;
-  std::unique_ptr<KafkaProducer> producer_;
+  std::shared_ptr<KafkaProducer> producer_;
   std::deque<InFlight> in_flight_;  // the publishing thread's only
   std::size_t in_flight_events_ = 0;
   std::atomic<std::uint64_t> claimed_{0}, delivered_{0}, failed_{0}, dead_{0}, fatal_errors_{0},

@@ -76,8 +76,8 @@ struct Metrics::Impl {
 
   // Outbox and publisher.
   Family<Counter>& emitted_total = counter(*registry, "boxcar_outbox_emitted_total",
-                                           "Events written to the outbox (counted at emit, before the "
-                                           "caller's commit), by event type and topic.");
+                                           "Events written to the outbox, counted when the emitting "
+                                           "transaction commits, by event type and topic.");
   Family<Counter>& published_total = counter(*registry, "boxcar_publisher_events_total",
                                              "Publisher outcomes by topic: delivered, failed (will retry), dead.");
   Family<Histogram>& emit_to_delivered_seconds =

@@ -168,6 +168,31 @@ TEST_CASE("emit rejects bad input before writing anything, naming the field") {
   CHECK(s.outbox_rows() == 0);
 }
 
+TEST_CASE("emitted events are counted when their transaction commits, never when it rolls back") {
+  TestDatabase db;
+  auto metrics = std::make_shared<Metrics>();
+  OutboxEmitter outbox(db.pool(), {.schema = db.schema(), .notify = false, .metrics = metrics});
+  const auto emitted = [&] {
+    const std::string text = metrics->serialize();
+    const std::string prefix = R"(boxcar_outbox_emitted_total{event_type="order.projected",topic="orders.projected"} )";
+    const auto at = text.find(prefix);
+    return at == std::string::npos ? 0.0 : std::stod(text.substr(at + prefix.size()));
+  };
+  {
+    Tx tx = db.pool()->begin();
+    outbox.emit(tx, OrderProjected{"rolled-back"}, {.tenant_id = "t"});
+  }
+  CHECK(emitted() == 0);
+  {
+    Tx tx = db.pool()->begin();
+    outbox.emit(tx, OrderProjected{"o-1"}, {.tenant_id = "t"});
+    outbox.emit(tx, OrderProjected{"o-2"}, {.tenant_id = "t"});
+    CHECK(emitted() == 0);  // not before the commit
+    tx.commit();
+  }
+  CHECK(emitted() == 2);
+}
+
 TEST_CASE("event ids are UUIDv7 and sort in creation order") {
   std::string previous;
   for (int i = 0; i < 10000; ++i) {
