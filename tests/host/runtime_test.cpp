@@ -34,6 +34,7 @@ RuntimeConfig config_for(const TestDatabase& db, const MockKafka& kafka) {
   c.consumers = {"orders.v1", "audit.v1"};  // audit.v1 has no handler here: an orphan
   c.worker_max_attempts = 2;
   c.worker_poll_interval = 100ms;
+  c.publisher_poll_interval = 100ms;
   c.worker_lease = 5s;
   c.worker_handler_timeout = 2s;
   c.publisher_delivery_timeout = 5s;
@@ -136,7 +137,7 @@ TEST_CASE("ingress, worker and publisher run as three processes against one data
   create_app_table(db);
   const std::vector<std::string> environment = {
       "BOXCAR_DATABASE_URL=" + db.url(), "BOXCAR_SCHEMA=" + db.schema(), "BOXCAR_CONSUMERS=orders.v1",
-      "BOXCAR_HTTP_LISTEN=127.0.0.1:0", "BOXCAR_WORKER_POLL_INTERVAL_MS=200",
+      "BOXCAR_HTTP_LISTEN=127.0.0.1:0", "BOXCAR_WORKER_POLL_INTERVAL_MS=200", "BOXCAR_PUBLISHER_POLL_INTERVAL_MS=200",
       "BOXCAR_KAFKA_BOOTSTRAP_SERVERS=" + kafka.bootstrap_servers(), "BOXCAR_LOG_LEVEL=warn"};
   const auto spawn = [&](const char* program, std::vector<std::string> args) {
     const pid_t pid = fork();

@@ -86,6 +86,7 @@ const std::map<std::string, Setter>& setters() {
       {"publisher.max_attempts", integer(&RuntimeConfig::publisher_max_attempts, 0)},
       {"publisher.delivery_timeout_ms", millis(&RuntimeConfig::publisher_delivery_timeout)},
       {"publisher.lease_ms", millis(&RuntimeConfig::publisher_lease)},
+      {"publisher.poll_interval_ms", millis(&RuntimeConfig::publisher_poll_interval)},
       {"publisher.topics",
        [](RuntimeConfig& c, const std::string& k, const std::string& v) {
          for (const auto& pair : split_list(v)) {
@@ -261,6 +262,7 @@ std::vector<std::pair<std::string, std::string>> describe(const RuntimeConfig& c
       {"publisher.max_attempts", std::to_string(c.publisher_max_attempts)},
       {"publisher.delivery_timeout_ms", std::to_string(c.publisher_delivery_timeout.count())},
       {"publisher.lease_ms", std::to_string(c.publisher_lease.count())},
+      {"publisher.poll_interval_ms", std::to_string(c.publisher_poll_interval.count())},
       {"http.listen", c.http_listen},
       {"metrics.backlog_interval_ms", std::to_string(c.backlog_interval.count())},
       {"shutdown.grace_ms", std::to_string(c.shutdown_grace.count())},

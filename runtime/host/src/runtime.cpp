@@ -120,7 +120,7 @@ void Runtime::start(Role role, std::vector<HandlerRegistration> handlers) {
                                       .lease = c.publisher_lease,
                                       .delivery_timeout = c.publisher_delivery_timeout,
                                       .max_attempts = c.publisher_max_attempts,
-                                      .poll_interval = c.worker_poll_interval,
+                                      .poll_interval = c.publisher_poll_interval,
                                       .metrics = impl_->metrics});
   }
   impl_->collector = std::make_unique<BacklogCollector>(

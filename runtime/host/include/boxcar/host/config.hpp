@@ -39,6 +39,7 @@ struct RuntimeConfig {
   int publisher_max_attempts = 0;
   std::chrono::milliseconds publisher_delivery_timeout{30000};
   std::chrono::milliseconds publisher_lease{90000};
+  std::chrono::milliseconds publisher_poll_interval{1000};
   /// event type -> topic.
   std::map<std::string, std::string> publisher_topics{};
   /// librdkafka properties, passed through.
