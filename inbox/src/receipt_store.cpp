@@ -16,21 +16,6 @@ std::vector<ClaimedReceipt> read_claims(const pqxx::result& rows) {
   return claims;
 }
 
-// Runs a prepared statement as its own (autocommit) transaction on a pooled connection.
-template <typename... Args>
-pqxx::result autocommit(ConnectionPool& pool, const std::string& name, const std::string& sql,
-                        Args&&... args) {
-  PooledConnection connection = pool.acquire();
-  try {
-    connection.prepare_once(name, sql);
-    pqxx::nontransaction statement(*connection);
-    return statement.exec_prepared(name, std::forward<Args>(args)...);
-  } catch (...) {
-    connection.discard();
-    throw;
-  }
-}
-
 }  // namespace
 
 std::string id_array(std::span<const ClaimedReceipt* const> receipts) {
@@ -65,13 +50,13 @@ ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::stri
 
 std::vector<ClaimedReceipt> ReceiptStore::claim(const std::string& consumer, std::size_t limit,
                                                 std::chrono::milliseconds lease) {
-  return read_claims(autocommit(*pool_, "boxcar.worker.claim." + schema_, claim_, consumer,
+  return read_claims(pool_->autocommit("boxcar.worker.claim." + schema_, claim_, consumer,
                                 static_cast<long long>(limit), static_cast<long long>(lease.count())));
 }
 
 std::vector<ClaimedReceipt> ReceiptStore::recover_expired(const std::string& consumer, std::size_t limit,
                                                           std::chrono::milliseconds lease, int max_attempts) {
-  return read_claims(autocommit(*pool_, "boxcar.worker.recover." + schema_, recover_, consumer,
+  return read_claims(pool_->autocommit("boxcar.worker.recover." + schema_, recover_, consumer,
                                 static_cast<long long>(limit), static_cast<long long>(lease.count()),
                                 max_attempts));
 }
@@ -110,7 +95,7 @@ std::optional<std::string> ReceiptStore::fail(Tx* tx, const ClaimedReceipt& rece
   const pqxx::result rows =
       tx ? tx->exec_prepared(name, fail_, receipt.id, receipt.claim_token, delay, failure.permanent,
                              max_attempts, failure.error_type, failure.message, failure.dead_reason)
-         : autocommit(*pool_, name, fail_, receipt.id, receipt.claim_token, delay, failure.permanent,
+         : pool_->autocommit(name, fail_, receipt.id, receipt.claim_token, delay, failure.permanent,
                       max_attempts, failure.error_type, failure.message, failure.dead_reason);
   if (rows.empty()) return std::nullopt;
   return rows[0][0].as<std::string>();
@@ -120,7 +105,7 @@ std::size_t ReceiptStore::hand_back(std::span<const ClaimedReceipt> receipts) {
   if (receipts.empty()) return 0;
   std::vector<const ClaimedReceipt*> pointers;
   for (const auto& r : receipts) pointers.push_back(&r);
-  return autocommit(*pool_, "boxcar.worker.hand_back." + schema_, hand_back_, id_array(pointers),
+  return pool_->autocommit("boxcar.worker.hand_back." + schema_, hand_back_, id_array(pointers),
                     token_array(pointers))
       .affected_rows();
 }

@@ -134,21 +134,8 @@ class Publisher::Impl {
   }
 
  private:
-  template <typename... Args>
-  pqxx::result autocommit(const std::string& name, const std::string& sql, Args&&... args) {
-    PooledConnection connection = pool_->acquire();
-    try {
-      connection.prepare_once(names_ + name, sql);
-      pqxx::nontransaction statement(*connection);
-      return statement.exec_prepared(names_ + name, std::forward<Args>(args)...);
-    } catch (...) {
-      connection.discard();
-      throw;
-    }
-  }
-
   void recover_expired() {
-    const auto rows = autocommit("recover", recover_, static_cast<long long>(options_.batch_size),
+    const auto rows = pool_->autocommit(names_ + "recover", recover_, static_cast<long long>(options_.batch_size),
                                  options_.max_attempts);
     for (const auto& row : rows) {
       ++lease_expired_;
@@ -183,7 +170,7 @@ class Publisher::Impl {
 
   std::size_t start_batch() {
     std::string token = uuid_v7();
-    const auto rows = autocommit("claim", claim_, static_cast<long long>(options_.batch_size), token,
+    const auto rows = pool_->autocommit(names_ + "claim", claim_, static_cast<long long>(options_.batch_size), token,
                                  static_cast<long long>(options_.lease.count()));
     if (rows.empty()) return 0;
     claimed_ += rows.size();
@@ -253,7 +240,7 @@ class Publisher::Impl {
       }
     }
     if (!delivered.empty()) {
-      const auto rows = autocommit("published", mark_published_, id_array(delivered), batch.token);
+      const auto rows = pool_->autocommit(names_ + "published", mark_published_, id_array(delivered), batch.token);
       const auto marked = rows.size();
       delivered_ += marked;
       if (options_.metrics)
@@ -275,7 +262,7 @@ class Publisher::Impl {
     }
     if (!failed.empty()) {
       const auto statuses =
-          autocommit("failed", mark_failed_, id_array(failed), batch.token, first_error,
+          pool_->autocommit(names_ + "failed", mark_failed_, id_array(failed), batch.token, first_error,
                      static_cast<long long>(options_.backoff.base.count()),
                      static_cast<long long>(options_.backoff.cap.count()), options_.max_attempts);
       for (const auto& row : statuses) {

@@ -16,9 +16,10 @@
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
-#include <pqxx/connection>
+#include <pqxx/pqxx>
 
 namespace boxcar {
 
@@ -93,6 +94,14 @@ class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {
   /// acquire() and begin a read-committed transaction on it.
   Tx begin();
 
+  /// Runs the statement prepared (once per connection) as `name` on its own, outside any
+  /// transaction block: one round trip, committed when it returns. A connection whose
+  /// statement failed is closed instead of returned.
+  /// @throws DatabaseError from acquire(); pqxx exceptions from the statement, unchanged
+  ///   (a lost connection during a write leaves its outcome unknown).
+  template <typename... Args>
+  pqxx::result autocommit(const std::string& name, const std::string& sql, Args&&... args);
+
   const PoolOptions& options() const noexcept { return options_; }
   /// The libpq connection string actually used (url plus default_parameters), for
   /// components that keep a dedicated connection outside the pool (LISTEN, NOTIFY).
@@ -115,5 +124,18 @@ class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {
   std::vector<PooledConnection::Slot> idle_;
   std::size_t open_ = 0;
 };
+
+template <typename... Args>
+pqxx::result ConnectionPool::autocommit(const std::string& name, const std::string& sql, Args&&... args) {
+  PooledConnection connection = acquire();
+  try {
+    connection.prepare_once(name, sql);
+    pqxx::nontransaction statement(*connection);
+    return statement.exec_prepared(name, std::forward<Args>(args)...);
+  } catch (...) {
+    connection.discard();
+    throw;
+  }
+}
 
 }  // namespace boxcar
