@@ -74,7 +74,7 @@ Measurement publish_boxcar(const std::string& url, const std::string& bootstrap,
     boxcar::Tx tx = pool->begin();
     outbox.emit(tx, boxcar::OutboxMessage{.event_type = "warm-up", .schema_version = 1, .topic = kTopic,
                                           .payload = {{"warm", true}}},
-                {.tenant_scope = boxcar::TenantScope::Global});
+                {.scope = boxcar::Scope::global()});
     tx.commit();
     publisher.drain();
   }
@@ -207,7 +207,7 @@ void measure_latency(const std::string& url, const std::string& bootstrap, int r
     boxcar::Tx tx = pool->begin();
     outbox.emit(tx, boxcar::OutboxMessage{.event_type = "warm-up", .schema_version = 1, .topic = kTopic,
                                           .payload = {{"warm", true}}},
-                {.tenant_scope = boxcar::TenantScope::Global});
+                {.scope = boxcar::Scope::global()});
     tx.commit();
     const auto until = Clock::now() + 30s;
     while (publisher.stats().delivered == 0 && Clock::now() < until) std::this_thread::sleep_for(5ms);
@@ -221,7 +221,7 @@ void measure_latency(const std::string& url, const std::string& bootstrap, int r
     boxcar::Tx tx = pool->begin();
     const auto e = outbox.emit(tx, boxcar::OutboxMessage{.event_type = "tick", .schema_version = 1, .topic = kTopic,
                                                          .payload = {{"i", i}}},
-                               {.tenant_id = std::to_string(i % 10)});
+                               {.scope = boxcar::Scope::tenant(std::to_string(i % 10))});
     tx.commit();
     const auto now = Clock::now();
     std::lock_guard lock(mutex);

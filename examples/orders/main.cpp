@@ -53,7 +53,7 @@ class OrderProjection final : public boxcar::InboxHandler {
     context.tx.exec("INSERT INTO " + table_ + " (tenant_id, order_id, total) VALUES ($1, $2, $3)", context.scope.id,
                     order_id, total);
     outbox_.emit(context.tx, OrderProjected{order_id, total},
-                 {.tenant_id = context.scope.id, .causation_id = context.message_id});
+                 {.scope = context.scope, .causation_id = context.message_id});
   }
 
  private:

@@ -24,7 +24,7 @@ class OrderProjection final : public boxcar::InboxHandler {
     const std::string order_id = payload.at("orderId");
     if (order_id.empty()) throw boxcar::InboxPermanentError("an order needs an id");
     context.tx.exec("INSERT INTO " + table_ + " (tenant_id, order_id) VALUES ($1, $2)", context.scope.id, order_id);
-    outbox_.emit(context.tx, OrderProjected{order_id}, {.tenant_id = context.scope.id, .causation_id = context.message_id});
+    outbox_.emit(context.tx, OrderProjected{order_id}, {.scope = context.scope, .causation_id = context.message_id});
   }
 
  private:

@@ -8,7 +8,7 @@
 #include <pqxx/pqxx>
 
 #include "boxcar/inbox/accept_request.hpp"
-#include "boxcar/inbox/scope.hpp"
+#include "boxcar/runtime/scope.hpp"
 
 namespace boxcar::detail {
 

@@ -235,6 +235,12 @@ FailureRecord MessageProcessor::describe_current_exception(const ClaimedReceipt&
     failure.dead_reason = "HANDLER_PERMANENT";
     failure.error_type = "InboxPermanentError";
     failure.message = e.what();
+  } catch (const PermanentError& e) {
+    // A misused API (e.g. an emit the outbox rejects) fails the same way on every retry.
+    failure.permanent = true;
+    failure.dead_reason = "HANDLER_PERMANENT";
+    failure.error_type = demangled_type(typeid(e));
+    failure.message = e.code() + ": " + e.what();
   } catch (const std::exception& e) {
     failure.error_type = late ? "HandlerTimeout" : demangled_type(typeid(e));
     failure.message = late ? "cut off at its deadline of " + std::to_string(options_.handler_timeout.count()) +

@@ -3,13 +3,8 @@
 #include <string>
 
 #include "boxcar/inbox/receipt.hpp"
-#include "boxcar/inbox/scope.hpp"
 
 namespace boxcar {
-
-const char* to_string(Scope::Kind kind) noexcept {
-  return kind == Scope::Kind::Global ? "global" : "tenant";
-}
 
 const char* to_string(ReceiptStatus status) noexcept {
   switch (status) {

@@ -60,13 +60,15 @@ EmittedEvent OutboxEmitter::emit(Tx& tx, const OutboxMessage& message, const Emi
     throw OutboxValidationError("OUTBOX_SCHEMA_VERSION_INVALID", "schema_version",
                                 "must be at least 1, got " + std::to_string(message.schema_version));
   check_topic(message.topic);
-  if (options.tenant_scope == TenantScope::Tenant && options.tenant_id.empty())
-    throw OutboxValidationError("OUTBOX_TENANT_SCOPE_INVALID", "tenant_id",
-                                "an event needs its tenant id, or tenant_scope = TenantScope::Global "
-                                "for an intentionally global event");
-  if (options.tenant_scope == TenantScope::Global && !options.tenant_id.empty())
-    throw OutboxValidationError("OUTBOX_TENANT_SCOPE_INVALID", "tenant_id", "a global event carries no tenant id");
-  check_text(options.tenant_id, "tenant_id", false);
+  if (options.scope.kind == Scope::Kind::Tenant) {
+    if (options.scope.id.empty())
+      throw OutboxValidationError("OUTBOX_TENANT_SCOPE_INVALID", "scope.id",
+                                  "a tenant event needs its tenant id; pass .scope = context.scope, "
+                                  "or Scope::global() for an intentionally global event");
+    check_text(options.scope.id, "scope.id", true);
+  } else if (!options.scope.id.empty()) {
+    throw OutboxValidationError("OUTBOX_TENANT_SCOPE_INVALID", "scope.id", "a global event carries no tenant id");
+  }
   check_text(options.key, "key", false);
   check_text(options.causation_id, "causation_id", false);
   check_text(options.correlation_id, "correlation_id", false);
@@ -95,13 +97,12 @@ EmittedEvent OutboxEmitter::emit(Tx& tx, const OutboxMessage& message, const Emi
   }
 
   EmittedEvent emitted{0, uuid_v7()};
-  const std::string key = !options.key.empty()         ? options.key
-                          : !options.tenant_id.empty() ? options.tenant_id
-                                                       : emitted.event_id;
+  const std::string key = !options.key.empty()      ? options.key
+                          : !options.scope.id.empty() ? options.scope.id
+                                                      : emitted.event_id;
   const auto row = tx.exec_prepared(insert_name_, insert_sql_, emitted.event_id, message.event_type,
                                     message.schema_version, message.topic, key,
-                                    options.tenant_scope == TenantScope::Global ? "global" : "tenant",
-                                    options.tenant_id, options.causation_id, options.correlation_id,
+                                    to_string(options.scope.kind), options.scope.id, options.causation_id, options.correlation_id,
                                     options.traceparent, headers, payload);
   emitted.id = row[0][0].as<std::int64_t>();
   if (notifier_) {

@@ -443,7 +443,7 @@ TEST_CASE("the backlog collector reports every inbox and outbox status, ages and
                                 .schema_version = 1,
                                 .topic = "things",
                                 .payload = {{"n", i}}},
-                  {.tenant_id = "t1"});
+                  {.scope = Scope::tenant("t1")});
     tx.commit();
   }
   const auto ids = s.db.query("SELECT id FROM {schema}.outbox_events ORDER BY id");

@@ -64,7 +64,7 @@ struct Setup {
                                                  .schema_version = 1,
                                                  .topic = "orders.projected",
                                                  .payload = {{"orderId", order}}},
-                                   {.tenant_id = "t1", .headers = {{"h", "v"}}});
+                                   {.scope = Scope::tenant("t1"), .headers = {{"h", "v"}}});
     tx.commit();
     return event.id;
   }

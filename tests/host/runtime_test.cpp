@@ -66,7 +66,7 @@ TEST_CASE("a runtime running every role exports counters and backlog gauges that
                                                                    .schema_version = 1,
                                                                    .topic = "orders.projected",
                                                                    .payload = {{"order", c.message_id}}},
-                                                     {.tenant_id = c.scope.id});
+                                                     {.scope = c.scope});
                              })}});
   const int port = runtime.http_port();
   REQUIRE(port > 0);

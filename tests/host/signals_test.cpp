@@ -54,7 +54,7 @@ TEST_CASE("a second SIGTERM ends a process that is still draining at once") {
     OutboxEmitter outbox(db.pool(), {.schema = db.schema(), .notify = false});
     Tx tx = db.pool()->begin();
     outbox.emit(tx, OutboxMessage{.event_type = "e", .schema_version = 1, .topic = "t", .payload = {{"n", 1}}},
-                {.tenant_scope = TenantScope::Global});
+                {.scope = Scope::global()});
     tx.commit();
   }
   // Kafka is unreachable, so the claimed batch waits out a 20 s delivery timeout on stop.
@@ -83,7 +83,7 @@ TEST_CASE("the JSON log format writes one JSON object per line, with event field
     Tx tx = db.pool()->begin();
     event_id = outbox
                    .emit(tx, OutboxMessage{.event_type = "e", .schema_version = 1, .topic = "t", .payload = {{"n", 1}}},
-                         {.tenant_scope = TenantScope::Global})
+                         {.scope = Scope::global()})
                    .event_id;
     tx.commit();
   }

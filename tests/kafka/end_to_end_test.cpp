@@ -23,7 +23,7 @@ class OrderProjection final : public InboxHandler {
     const std::string order_id = payload.at("orderId");
     context.tx.exec("INSERT INTO " + table_ + " (tenant_id, order_id) VALUES ($1, $2)", context.scope.id, order_id);
     outbox_.emit(context.tx, OrderProjected{order_id},
-                 {.tenant_id = context.scope.id, .causation_id = context.message_id});
+                 {.scope = context.scope, .causation_id = context.message_id});
   }
 
  private:
@@ -31,8 +31,14 @@ class OrderProjection final : public InboxHandler {
   std::string table_;
 };
 
+// A global event carries no tenant header: its scope comes from tenant_scope alone.
+Scope scope_of(const KafkaRecordRead& record) {
+  if (record.headers.at("tenant_scope") == "global") return Scope::global();
+  return Scope::tenant(record.headers.at("tenant_id"));
+}
+
 AcceptRequest from_record(const KafkaRecordRead& record) {
-  return {.scope = Scope::tenant(record.headers.at("tenant_id")),
+  return {.scope = scope_of(record),
           .source = "kafka:" + record.topic,
           .consumer = "downstream.v1",
           .message_id = record.headers.at("event_id"),
@@ -45,6 +51,10 @@ AcceptRequest from_record(const KafkaRecordRead& record) {
 }  // namespace
 
 TEST_CASE("accept, handle with one row and one event, publish, and deduplicate downstream by event id") {
+  // A tenant's message and an intentionally global one take the same path: the handler
+  // passes context.scope through, and the downstream identity keeps that scope.
+  const Scope scope = GENERATE(Scope::tenant("tenant-7"), Scope::global());
+  CAPTURE(to_string(scope.kind));
   TestDatabase db;
   MockKafka kafka;
   kafka.create_topic("orders.projected", 2);
@@ -53,7 +63,7 @@ TEST_CASE("accept, handle with one row and one event, publish, and deduplicate d
   Inbox inbox(pool, {.schema = db.schema(), .consumers = {"orders.projection.v1", "downstream.v1"}, .notify = false});
   OutboxEmitter outbox(pool, {.schema = db.schema(), .notify = false});
 
-  const Receipt accepted = inbox.accept({.scope = Scope::tenant("tenant-7"), .source = "orders-service",
+  const Receipt accepted = inbox.accept({.scope = scope, .source = "orders-service",
                                          .consumer = "orders.projection.v1", .message_id = "evt-1001",
                                          .event_type = "order.created", .schema_version = 1,
                                          .payload = {{"orderId", "o-42"}}});
@@ -86,4 +96,7 @@ TEST_CASE("accept, handle with one row and one event, publish, and deduplicate d
   CHECK(redelivered.kind == Receipt::Kind::Duplicate);
   CHECK(redelivered.id == downstream.id);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE consumer = 'downstream.v1'") == 1);
+  const auto identity = db.query("SELECT scope_kind, scope_id FROM {schema}.inbox_receipts WHERE consumer = 'downstream.v1'")[0];
+  CHECK(identity[0].as<std::string>() == to_string(scope.kind));
+  CHECK(identity[1].as<std::string>() == scope.id);
 }

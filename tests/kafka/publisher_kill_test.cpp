@@ -53,7 +53,7 @@ TEST_CASE("publisher processes killed with SIGKILL mid-batch deliver every event
                            .emit(tx,
                                  OutboxMessage{.event_type = "order.projected", .schema_version = 1,
                                                .topic = "orders", .payload = {{"n", i}}},
-                                 {.tenant_id = "t" + std::to_string(i % 7)})
+                                 {.scope = Scope::tenant("t" + std::to_string(i % 7))})
                            .event_id;
     tx.commit();
   }

@@ -45,7 +45,7 @@ struct Setup {
                      .emit(tx,
                            OutboxMessage{.event_type = "order.projected", .schema_version = 1, .topic = "orders",
                                          .payload = {{"n", i}}},
-                           {.tenant_id = "tenant-" + std::to_string(i % 5), .causation_id = "cause-" + std::to_string(i)})
+                           {.scope = Scope::tenant("tenant-" + std::to_string(i % 5)), .causation_id = "cause-" + std::to_string(i)})
                      .event_id);
       tx.commit();
     }
@@ -77,7 +77,7 @@ TEST_CASE("the publisher delivers emitted events with their stable id, key and h
     Tx tx = s.pool->begin();
     s.outbox.emit(tx, OutboxMessage{.event_type = "order.audited", .schema_version = 2, .topic = "orders",
                                     .payload = {{"audit", true}}},
-                  {.tenant_scope = TenantScope::Global, .correlation_id = "corr-1", .key = "k-1",
+                  {.scope = Scope::global(), .correlation_id = "corr-1", .key = "k-1",
                    .headers = {{"x-origin", "test"}}, .traceparent = "00-abc-def-01"});
     tx.commit();
   }

@@ -41,7 +41,7 @@ TEST_CASE("an event emitted inside a handler commits together with the completio
                   .handler = handler([&](const nlohmann::json& payload, HandlerContext& c) {
                     insert_app_row(table, c);
                     s.outbox.emit(c.tx, OrderProjected{payload.at("id")},
-                                  {.tenant_id = c.scope.id, .causation_id = c.message_id, .correlation_id = "corr"});
+                                  {.scope = c.scope, .causation_id = c.message_id, .correlation_id = "corr"});
                   })}});
   worker.drain();
   CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 1);
@@ -67,7 +67,7 @@ TEST_CASE("a handler that throws after emitting leaves no outbox row") {
   Worker worker(s.pool, s.worker_options(),
                 {{.consumer = "orders.v1", .supports = {{"thing.happened", 1}},
                   .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
-                    s.outbox.emit(c.tx, OrderProjected{"o-1"}, {.tenant_id = c.scope.id});
+                    s.outbox.emit(c.tx, OrderProjected{"o-1"}, {.scope = c.scope});
                     throw std::runtime_error("after emit");
                   })}});
   worker.drain();
@@ -86,7 +86,7 @@ TEST_CASE("a stale claim leaves no outbox row") {
   Worker slow(ConnectionPool::create({.url = s.db.url(), .size = 6}), slow_options,
               {{.consumer = "orders.v1", .supports = {{"thing.happened", 1}},
                 .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
-                  s.outbox.emit(c.tx, OrderProjected{"from-slow"}, {.tenant_id = c.scope.id});
+                  s.outbox.emit(c.tx, OrderProjected{"from-slow"}, {.scope = c.scope});
                   emitted = true;
                   std::this_thread::sleep_for(4s);  // past deadline and lease; another worker takes over
                 })}});
@@ -97,7 +97,7 @@ TEST_CASE("a stale claim leaves no outbox row") {
   Worker fast(ConnectionPool::create({.url = s.db.url(), .size = 6}), fast_options,
               {{.consumer = "orders.v1", .supports = {{"thing.happened", 1}},
                 .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
-                  s.outbox.emit(c.tx, OrderProjected{"from-fast"}, {.tenant_id = c.scope.id});
+                  s.outbox.emit(c.tx, OrderProjected{"from-fast"}, {.scope = c.scope});
                 })}});
   fast.start();
   slow_thread.join();
@@ -109,22 +109,59 @@ TEST_CASE("a stale claim leaves no outbox row") {
   CHECK(s.db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE payload LIKE '%from-fast%'") == 1);
 }
 
+TEST_CASE("a global-scope receipt emits a global event by passing context.scope through") {
+  Setup s;
+  auto request = message("orders.v1", "m-global");
+  request.scope = Scope::global();
+  s.inbox.accept(request);
+  Worker worker(s.pool, s.worker_options(),
+                {{.consumer = "orders.v1", .supports = {{"thing.happened", 1}},
+                  .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
+                    s.outbox.emit(c.tx, OrderProjected{"o-global"}, {.scope = c.scope});
+                  })}});
+  worker.drain();
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 1);
+  const auto row = s.db.query("SELECT tenant_scope, tenant_id FROM {schema}.outbox_events")[0];
+  CHECK(row[0].as<std::string>() == "global");
+  CHECK(row[1].as<std::string>() == "");
+}
+
+TEST_CASE("a handler whose emit is rejected goes DEAD at once instead of spending its retries") {
+  Setup s;
+  s.inbox.accept(message("orders.v1", "m-misuse"));
+  auto options = s.worker_options();
+  options.max_attempts = 5;
+  Worker worker(s.pool, options,
+                {{.consumer = "orders.v1", .supports = {{"thing.happened", 1}},
+                  .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
+                    s.outbox.emit(c.tx, OrderProjected{"o-1"}, {.scope = Scope::tenant("")});
+                  })}});
+  worker.drain();
+  const auto row =
+      s.db.query("SELECT status, attempts, dead_reason, last_error FROM {schema}.inbox_receipts")[0];
+  CHECK(row[0].as<std::string>() == "DEAD");
+  CHECK(row[1].as<int>() == 1);
+  CHECK(row[2].as<std::string>() == "HANDLER_PERMANENT");
+  CHECK(row[3].as<std::string>().find("OUTBOX_TENANT_SCOPE_INVALID") != std::string::npos);
+  CHECK(s.outbox_rows() == 0);
+}
+
 TEST_CASE("emit works in an application transaction outside any handler and rolls back with it") {
   Setup s;
   {
     Tx tx = s.pool->begin();
-    const auto first = s.outbox.emit(tx, OrderProjected{"o-1"}, {.tenant_id = "t9"});
+    const auto first = s.outbox.emit(tx, OrderProjected{"o-1"}, {.scope = Scope::tenant("t9")});
     const auto second = s.outbox.emit(tx,
                                       OutboxMessage{.event_type = "order.audited", .schema_version = 2,
                                                     .topic = "audit", .payload = {{"n", 1}}},
-                                      {.tenant_scope = TenantScope::Global, .key = "audit-key",
+                                      {.scope = Scope::global(), .key = "audit-key",
                                        .headers = {{"x-source", "batch-job"}}});
     CHECK(first.event_id < second.event_id);  // UUIDv7: time-ordered
     tx.commit();
   }
   {
     Tx tx = s.pool->begin();
-    s.outbox.emit(tx, OrderProjected{"never"}, {.tenant_id = "t9"});
+    s.outbox.emit(tx, OrderProjected{"never"}, {.scope = Scope::tenant("t9")});
   }  // rolled back
   CHECK(s.outbox_rows() == 2);
   const auto global = s.db.query("SELECT tenant_scope, tenant_id, message_key, headers->>'x-source' "
@@ -149,21 +186,21 @@ TEST_CASE("emit rejects bad input before writing anything, naming the field") {
     }
   };
   const OutboxMessage ok{.event_type = "e", .schema_version = 1, .topic = "t", .payload = {{"a", 1}}};
-  expect(ok, {}, "OUTBOX_TENANT_SCOPE_INVALID", "tenant_id");
-  expect(ok, {.tenant_id = "x", .tenant_scope = TenantScope::Global}, "OUTBOX_TENANT_SCOPE_INVALID", "tenant_id");
+  expect(ok, {}, "OUTBOX_TENANT_SCOPE_INVALID", "scope.id");
+  expect(ok, {.scope = Scope{Scope::Kind::Global, "x"}}, "OUTBOX_TENANT_SCOPE_INVALID", "scope.id");
   auto m = ok;
   m.event_type = "";
-  expect(m, {.tenant_id = "t"}, "OUTBOX_FIELD_REQUIRED", "event_type");
+  expect(m, {.scope = Scope::tenant("t")}, "OUTBOX_FIELD_REQUIRED", "event_type");
   m = ok;
   m.schema_version = 0;
-  expect(m, {.tenant_id = "t"}, "OUTBOX_SCHEMA_VERSION_INVALID", "schema_version");
+  expect(m, {.scope = Scope::tenant("t")}, "OUTBOX_SCHEMA_VERSION_INVALID", "schema_version");
   m = ok;
   m.topic = "bad topic!";
-  expect(m, {.tenant_id = "t"}, "OUTBOX_FIELD_INVALID", "topic");
+  expect(m, {.scope = Scope::tenant("t")}, "OUTBOX_FIELD_INVALID", "topic");
   m = ok;
   m.payload = {{"n", std::numeric_limits<double>::infinity()}};
-  expect(m, {.tenant_id = "t"}, "JSON_NON_FINITE_NUMBER", "payload/n");
-  expect(ok, {.tenant_id = "t", .headers = {{"event_id", "forged"}}}, "OUTBOX_FIELD_INVALID", "headers/event_id");
+  expect(m, {.scope = Scope::tenant("t")}, "JSON_NON_FINITE_NUMBER", "payload/n");
+  expect(ok, {.scope = Scope::tenant("t"), .headers = {{"event_id", "forged"}}}, "OUTBOX_FIELD_INVALID", "headers/event_id");
   tx.commit();
   CHECK(s.outbox_rows() == 0);
 }
@@ -180,13 +217,13 @@ TEST_CASE("emitted events are counted when their transaction commits, never when
   };
   {
     Tx tx = db.pool()->begin();
-    outbox.emit(tx, OrderProjected{"rolled-back"}, {.tenant_id = "t"});
+    outbox.emit(tx, OrderProjected{"rolled-back"}, {.scope = Scope::tenant("t")});
   }
   CHECK(emitted() == 0);
   {
     Tx tx = db.pool()->begin();
-    outbox.emit(tx, OrderProjected{"o-1"}, {.tenant_id = "t"});
-    outbox.emit(tx, OrderProjected{"o-2"}, {.tenant_id = "t"});
+    outbox.emit(tx, OrderProjected{"o-1"}, {.scope = Scope::tenant("t")});
+    outbox.emit(tx, OrderProjected{"o-2"}, {.scope = Scope::tenant("t")});
     CHECK(emitted() == 0);  // not before the commit
     tx.commit();
   }

@@ -21,7 +21,7 @@ class OrderProjection final : public boxcar::InboxHandler {
     context.tx.exec("INSERT INTO " + table_ + " (message_id, attempt) VALUES ($1, $2)", context.message_id,
                     context.attempt);
     outbox_.emit(context.tx, OrderProjected{order_id},
-                 {.tenant_id = context.scope.id, .causation_id = context.message_id});
+                 {.scope = context.scope, .causation_id = context.message_id});
   }
 
  private:

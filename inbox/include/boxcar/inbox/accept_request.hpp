@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "boxcar/inbox/scope.hpp"
+#include "boxcar/runtime/scope.hpp"
 
 namespace boxcar {
 

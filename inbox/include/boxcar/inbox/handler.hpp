@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "boxcar/inbox/accept_request.hpp"
-#include "boxcar/inbox/scope.hpp"
+#include "boxcar/runtime/scope.hpp"
 #include "boxcar/runtime/cancellation.hpp"
 #include "boxcar/runtime/error.hpp"
 #include "boxcar/runtime/tx.hpp"
@@ -46,8 +46,9 @@ struct HandlerContext {
 class InboxHandler {
  public:
   virtual ~InboxHandler() = default;
-  /// Applies the message. Return normally to complete it; throw InboxPermanentError
-  /// to make it DEAD at once; throw anything else to retry it with backoff.
+  /// Applies the message. Return normally to complete it; throw InboxPermanentError (or
+  /// let any other PermanentError escape) to make it DEAD at once; throw anything else to
+  /// retry it with backoff.
   virtual void handle(const nlohmann::json& payload, HandlerContext& context) = 0;
 };
 
@@ -66,9 +67,11 @@ struct HandlerRegistration {
 
 /// Thrown by a handler for a message that can never succeed (bad business data): the
 /// receipt becomes DEAD at once, without further attempts. Code: HANDLER_PERMANENT.
-class InboxPermanentError final : public Error {
+/// Any other PermanentError escaping a handler (e.g. OutboxValidationError from a misused
+/// emit) is treated the same way.
+class InboxPermanentError final : public PermanentError {
  public:
-  explicit InboxPermanentError(const std::string& message) : Error("HANDLER_PERMANENT", message) {}
+  explicit InboxPermanentError(const std::string& message) : PermanentError("HANDLER_PERMANENT", message) {}
 };
 
 }  // namespace boxcar

@@ -1,4 +1,4 @@
-// Errors of OutboxEmitter::emit. Both are thrown before anything is written.
+// Errors of OutboxEmitter::emit, thrown before anything is written.
 #pragma once
 
 #include <string>
@@ -12,10 +12,12 @@ namespace boxcar {
 /// "traceparent", "headers/<name>", or "payload" + JSON Pointer.
 /// Codes: OUTBOX_FIELD_REQUIRED, OUTBOX_FIELD_TOO_LONG, OUTBOX_FIELD_INVALID,
 /// OUTBOX_TENANT_SCOPE_INVALID, OUTBOX_SCHEMA_VERSION_INVALID, and the JSON_* codes.
-class OutboxValidationError final : public Error {
+/// Permanent: the same event fails the same way on every retry, so a handler that lets
+/// it escape sends its receipt to DEAD at once.
+class OutboxValidationError final : public PermanentError {
  public:
   OutboxValidationError(std::string code, std::string field, const std::string& message)
-      : Error(std::move(code), field + ": " + message), field_(std::move(field)) {}
+      : PermanentError(std::move(code), field + ": " + message), field_(std::move(field)) {}
   const std::string& field() const noexcept { return field_; }
 
  private:

@@ -3,7 +3,7 @@
 // the inbox completion). A publisher delivers committed events later, at least once.
 //
 //   outbox.emit(context.tx, OrderProjected{order_id},
-//               {.tenant_id = context.scope.id, .causation_id = context.message_id});
+//               {.scope = context.scope, .causation_id = context.message_id});
 //
 // Thread-safety: OutboxEmitter is thread-safe; share one per process. emit() uses the
 // given transaction only (never commits it).
@@ -19,23 +19,22 @@
 #include "boxcar/outbox/outbox_event.hpp"
 #include "boxcar/runtime/canonical_json.hpp"
 #include "boxcar/runtime/metrics.hpp"
+#include "boxcar/runtime/scope.hpp"
 #include "boxcar/runtime/tx.hpp"
 
 namespace boxcar {
 
 class AsyncNotifier;
 
-enum class TenantScope { Tenant, Global };
-
 struct EmitOptions {
-  /// The tenant the event belongs to (from authenticated context). Required unless
-  /// tenant_scope is Global, where it must be empty.
-  std::string tenant_id{};
-  TenantScope tenant_scope = TenantScope::Tenant;
+  /// The event's scope: usually context.scope of the message being handled, so a global
+  /// receipt emits a global event and a tenant's receipt an event of that tenant. A
+  /// tenant scope needs its (authenticated) tenant id; there is no default tenant.
+  Scope scope{};
   /// Usually context.message_id of the message being handled.
   std::string causation_id{};
   std::string correlation_id{};
-  /// Kafka record key. Default: the tenant id (one tenant's events share a partition);
+  /// Kafka record key. Default: the scope's tenant id (one tenant's events share a partition);
   /// for a global event without a key, the event id.
   std::string key{};
   std::map<std::string, std::string> headers{};

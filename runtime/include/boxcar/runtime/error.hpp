@@ -2,6 +2,10 @@
 // code string that callers branch on instead of parsing messages.
 //
 //   boxcar::Error (std::runtime_error)
+//   ├── PermanentError       (various)             retrying cannot help: a handler that lets
+//   │                                              one escape makes its receipt DEAD at once
+//   │   ├── InboxPermanentError   HANDLER_PERMANENT
+//   │   └── OutboxValidationError OUTBOX_*, JSON_*
 //   ├── ConfigError          CONFIG_INVALID        a setting is missing or malformed (key())
 //   ├── JsonValueError       JSON_*                a value is not plain, fingerprintable JSON (path())
 //   ├── DatabaseError        DATABASE_*            a database call failed (uncertain())
@@ -24,6 +28,14 @@ class Error : public std::runtime_error {
 
  private:
   std::string code_;
+};
+
+/// An error that no retry can fix: the same input fails the same way every time (a
+/// malformed event, a misused API, bad business data). The worker sends a receipt whose
+/// handler throws one to DEAD at once instead of spending its retry budget.
+class PermanentError : public Error {
+ public:
+  using Error::Error;
 };
 
 /// A configuration value is missing or malformed. `key()` names it

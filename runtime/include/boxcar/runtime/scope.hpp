@@ -1,8 +1,10 @@
-// The tenant scope of a message identity: a tenant id derived from authenticated
-// context, or an intentional global scope. Never a default.
+// The tenant scope of a message or an event: a tenant id derived from authenticated
+// context, or an intentional global scope. One vocabulary for the inbox (an identity's
+// scope) and the outbox (an event's scope), so a handler passes context.scope through.
 #pragma once
 
 #include <string>
+#include <utility>
 
 namespace boxcar {
 
@@ -19,7 +21,7 @@ struct Scope {
   friend bool operator==(const Scope&, const Scope&) = default;
 };
 
-/// "tenant" or "global", as stored in scope_kind.
+/// "tenant" or "global", as stored in the inbox's scope_kind and the outbox's tenant_scope.
 const char* to_string(Scope::Kind kind) noexcept;
 
 }  // namespace boxcar
