@@ -76,7 +76,8 @@ std::vector<TenantQueue> tenant_queues(const std::string& spec, const std::strin
       throw UsageError("SQS_TENANT_QUEUES: '" + entry + "' is not tenant=queue-url");
     }
     const std::string url = entry.substr(eq + 1);
-    queues.push_back({.tenant = entry.substr(0, eq), .queue_url = url, .dead_letter_queue_url = url + dead_letter_suffix});
+    queues.push_back(
+        {.tenant = entry.substr(0, eq), .queue_url = url, .dead_letter_queue_url = url + dead_letter_suffix});
     entry.clear();
   };
   for (const char c : spec) {

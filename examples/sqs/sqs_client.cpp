@@ -55,7 +55,9 @@ MessageAttributes attributes_from_json(const json& in) {
 
 BatchResult batch_result_from_json(const json& answer) {
   BatchResult result;
-  for (const json& entry : answer.value("Successful", json::array())) result.successful.push_back(entry.value("Id", ""));
+  for (const json& entry : answer.value("Successful", json::array())) {
+    result.successful.push_back(entry.value("Id", ""));
+  }
   for (const json& entry : answer.value("Failed", json::array())) {
     result.failed.push_back({.id = entry.value("Id", ""),
                              .code = entry.value("Code", ""),

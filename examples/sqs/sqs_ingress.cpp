@@ -28,7 +28,8 @@ spdlog::logger& log() {
 }
 
 MappedMessage rejected(std::string code, std::string field, std::string message) {
-  return MappedMessage{.error_code = std::move(code), .error_field = std::move(field), .error_message = std::move(message)};
+  return MappedMessage{
+      .error_code = std::move(code), .error_field = std::move(field), .error_message = std::move(message)};
 }
 
 /// libpq messages span lines; a log event or an attribute value is one line.
@@ -228,7 +229,9 @@ IngressStats SqsIngress::process(const std::vector<SqsMessage>& messages) {
       }
     }
     dead_index[id] = i;
-    dead.push_back({.id = id, .body = messages[i].body, .attributes = dead_letter_attributes(messages[i], code, field, reason)});
+    dead.push_back({.id = id,
+                    .body = messages[i].body,
+                    .attributes = dead_letter_attributes(messages[i], code, field, reason)});
     log_event(log(), LogLevel::Warn, "dead-lettering message",
               {{"tenant", queue_.tenant},
                {"event_id", attribute_text(messages[i], "event-id")},

@@ -66,7 +66,8 @@ MessageAttributes order_attributes(const std::string& event_id, const std::strin
 /// Messages in the queue, visible or in flight (received, not yet deleted). local-aws-sqs
 /// counts both in ApproximateNumberOfMessages; AWS counts only the visible ones there.
 int messages_in(SqsClient& sqs, const std::string& queue_url) {
-  return std::stoi(sqs.get_queue_attributes(queue_url, {"ApproximateNumberOfMessages"}).at("ApproximateNumberOfMessages"));
+  const auto attributes = sqs.get_queue_attributes(queue_url, {"ApproximateNumberOfMessages"});
+  return std::stoi(attributes.at("ApproximateNumberOfMessages"));
 }
 int messages_in_flight(SqsClient& sqs, const std::string& queue_url) {
   return std::stoi(sqs.get_queue_attributes(queue_url, {"ApproximateNumberOfMessagesNotVisible"})
@@ -99,7 +100,8 @@ std::string attribute(const SqsMessage& message, const std::string& name) {
 std::vector<SqsMessage> receive_all(SqsClient& sqs, const std::string& queue_url) {
   std::vector<SqsMessage> all;
   for (;;) {
-    auto batch = sqs.receive_message(queue_url, {.max_messages = 10, .wait_seconds = 0, .visibility_timeout_seconds = 600});
+    auto batch =
+        sqs.receive_message(queue_url, {.max_messages = 10, .wait_seconds = 0, .visibility_timeout_seconds = 600});
     if (batch.empty()) return all;
     all.insert(all.end(), batch.begin(), batch.end());
   }
@@ -317,11 +319,15 @@ TEST_CASE("the ingress binary takes each tenant from its queue and exits 0 with 
   sqs.send_message(nine.queue_url, R"({"orderId":"o-1"})", order_attributes("evt-1"));
   sqs.send_message(nine.queue_url, R"({"orderId":"o-2"})", order_attributes("evt-2"));
 
+  const std::string tenant_queues = "tenant-7=" + seven.queue_url + " tenant-9=" + nine.queue_url;
   const pid_t pid = spawn_ingress({"--once"}, {{"BOXCAR_DATABASE_URL", db.url()},
                                               {"BOXCAR_SCHEMA", db.schema()},
                                               {"SQS_ENDPOINT", server->endpoint()},
-                                              {"SQS_TENANT_QUEUES", "tenant-7=" + seven.queue_url + " tenant-9=" + nine.queue_url},
-                                              {"SQS_WAIT_SECONDS", "0"}});
+                                              {"SQS_TENANT_QUEUES", tenant_queues},
+                                              {"SQS_WAIT_SECONDS", "0"},
+                                              // Exercises SigV4 signing (the local server does not check it).
+                                              {"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
+                                              {"AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}});
   CHECK(wait_exit_code(pid, 60s) == 0);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_id = 'tenant-7'") == 1);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_id = 'tenant-9'") == 2);
