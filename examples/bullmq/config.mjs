@@ -24,6 +24,8 @@ export function intFromEnv(name, fallback) {
   const text = process.env[name];
   if (text === undefined || text === '') return fallback;
   const value = Number(text);
-  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name}: expected a positive integer, got ${JSON.stringify(text)}`);
+  if (!Number.isInteger(value) || value <= 0) {
+    throw new Error(`${name}: expected a positive integer, got ${JSON.stringify(text)}`);
+  }
   return value;
 }

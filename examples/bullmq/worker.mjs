@@ -6,7 +6,7 @@
 //   WEBHOOK_URL=http://127.0.0.1:8080/webhooks/orders
 //   WEBHOOK_SECRET=whsec_...                      (required) the key names the tenant
 //   WORKER_CONCURRENCY=8                          jobs in flight at once
-//   WEBHOOK_TIMEOUT_MS=10000                      per request; below BullMQ's 30 s lock
+//   WEBHOOK_TIMEOUT_MS=10000                      per request; a timeout is retried
 //
 // Runs until SIGTERM or SIGINT, then lets in-flight jobs finish and exits 0.
 import { Worker } from 'bullmq';
