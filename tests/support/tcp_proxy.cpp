@@ -50,6 +50,10 @@ void TcpProxy::accept_loop() {
     if (::poll(&fd, 1, 100) <= 0) continue;
     const int client = ::accept(listener_, nullptr, nullptr);
     if (client < 0) continue;
+    if (down_) {
+      ::close(client);
+      continue;
+    }
     const int server = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -68,7 +72,7 @@ void TcpProxy::accept_loop() {
 void TcpProxy::pump(int client, int server) {
   char buffer[65536];
   bool swallowing = false;
-  while (!stopping_) {
+  while (!stopping_ && !down_) {
     pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
     if (::poll(fds, 2, 100) <= 0) continue;
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {

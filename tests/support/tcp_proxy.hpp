@@ -28,6 +28,9 @@ class TcpProxy {
   void drop_next_response() { mode_ = Mode::DropResponse; }
   /// The next client request is not forwarded; both sides are closed.
   void drop_next_request() { mode_ = Mode::DropRequest; }
+  /// While down, every open connection is cut and new ones are closed at once: the
+  /// database is unreachable for the clients behind the proxy, as in an outage.
+  void set_down(bool down) { down_ = down; }
   /// How many connections a fault was injected into.
   int faults() const { return faults_; }
 
@@ -43,6 +46,7 @@ class TcpProxy {
   std::atomic<Mode> mode_{Mode::Pass};
   std::atomic<int> faults_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> down_{false};
   std::thread acceptor_;
   std::mutex mutex_;
   std::vector<std::thread> pumps_;
