@@ -201,8 +201,8 @@ TEST_CASE("events whose claim expired with their attempts used up become DEAD an
   Setup s;
   s.emit(4);
   // A publisher claimed them for the last allowed time and died: PUBLISHING, lease in the past.
-  s.db.query("UPDATE {schema}.outbox_events SET status = 'PUBLISHING', attempts = 2, claim_token = gen_random_uuid(), "
-             "lease_expires_at = now() - interval '1 second' WHERE id IN "
+  s.db.query("UPDATE {schema}.outbox_events SET status = 'PUBLISHING', attempts = 2, "
+             "claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id IN "
              "(SELECT id FROM {schema}.outbox_events ORDER BY id LIMIT 3)");
   auto options = s.options();
   options.max_attempts = 2;

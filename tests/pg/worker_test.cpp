@@ -471,7 +471,8 @@ TEST_CASE("lease recovery stays inside worker.consumers: expired claims of other
   const auto after = audit_claims();
   REQUIRE(after.size() == 2);
   for (int row = 0; row < 2; ++row)
-    for (int column = 0; column < 5; ++column) CHECK(after[row][column].c_str() == std::string(before[row][column].c_str()));
+    for (int column = 0; column < 5; ++column)
+      CHECK(std::string(after[row][column].c_str()) == std::string(before[row][column].c_str()));
   CHECK(s.app_rows("a-1") == 0);
   CHECK(orders_worker.stats().dead == 0);
   CHECK(orders_worker.stats().lease_expired == 0);
