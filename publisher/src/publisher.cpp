@@ -139,7 +139,9 @@ class Publisher::Impl {
                                  options_.max_attempts);
     for (const auto& row : rows) {
       ++lease_expired_;
-      if (row[0].as<std::string>() == "DEAD") ++dead_;
+      if (row["status"].as<std::string>() != "DEAD") continue;
+      ++dead_;
+      if (options_.metrics) options_.metrics->published(row["topic"].as<std::string>(), "dead");
     }
     if (!rows.empty()) log_->warn("recovered {} events whose publisher lost its claim", rows.size());
   }

@@ -29,7 +29,8 @@ RETURNING e.id, e.event_id::text, e.event_type, e.schema_version, e.topic, e.mes
 )sql";
 
 // Batches whose publisher died or hung: due again at once (the same event ids go out
-// again), or DEAD when a max_attempts ($2 > 0) is used up.
+// again), or DEAD when a max_attempts ($2 > 0) is used up. The topic labels the DEAD
+// ones in boxcar_publisher_events_total.
 inline constexpr const char* kRecoverExpired = R"sql(
 WITH expired AS (
     SELECT id
@@ -50,7 +51,7 @@ SET status = CASE WHEN $2 > 0 AND e.attempts >= $2 THEN 'DEAD' ELSE 'RETRYABLE' 
     updated_at = now()
 FROM expired
 WHERE e.id = expired.id
-RETURNING e.status
+RETURNING e.status, e.topic
 )sql";
 
 // Delivered: one statement for the batch, guarded by its claim token.

@@ -7,12 +7,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "boxcar/host/runtime.hpp"
 #include "http_get.hpp"
 #include "mock_kafka.hpp"
+#include "tcp_proxy.hpp"
 #include "worker_fixture.hpp"
 
 using namespace boxcar;
@@ -20,6 +22,11 @@ using namespace boxcar::testing;
 using namespace std::chrono_literals;
 
 namespace {
+
+int port_of(const std::string& url) {
+  const auto colon = url.rfind(':');
+  return std::stoi(url.substr(colon + 1, url.find('/', colon) - colon - 1));
+}
 
 bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 30s) {
   const auto end = std::chrono::steady_clock::now() + limit;
@@ -117,7 +124,7 @@ TEST_CASE("a runtime running every role exports counters and backlog gauges that
   CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows") == 5);
 }
 
-TEST_CASE("readiness fails while the schema is behind this build's migrations") {
+TEST_CASE("readiness fails while the schema is behind this build's migrations, naming the migrations check") {
   TestDatabase db;
   MockKafka kafka;
   db.query("DELETE FROM {schema}.schema_migrations WHERE version = (SELECT max(version) FROM {schema}.schema_migrations)");
@@ -126,8 +133,60 @@ TEST_CASE("readiness fails while the schema is behind this build's migrations") 
   std::string detail;
   CHECK_FALSE(runtime.ready(&detail));
   CHECK(detail.find("migrations at version") != std::string::npos);
-  CHECK(http_get(runtime.http_port(), "/readyz").status == 503);
+  const auto response = http_get(runtime.http_port(), "/readyz");
+  CHECK(response.status == 503);
+  const auto body = nlohmann::json::parse(response.body);
+  CHECK(body["ready"] == false);
+  CHECK(body["checks"] == nlohmann::json({{"database", true}, {"migrations", false}}));
   CHECK(http_get(runtime.http_port(), "/healthz").status == 200);
+}
+
+TEST_CASE("readiness fails on a schema that was never migrated") {
+  TestDatabase db;
+  MockKafka kafka;
+  auto config = config_for(db, kafka);
+  config.schema = db.schema() + "_empty";  // no such schema: nothing applied
+  Runtime runtime(config);
+  runtime.start(Role::Ingress);
+  const auto response = http_get(runtime.http_port(), "/readyz");
+  CHECK(response.status == 503);
+  const auto body = nlohmann::json::parse(response.body);
+  CHECK(body["checks"]["database"] == true);
+  CHECK(body["checks"]["migrations"] == false);
+  CHECK(body["detail"].get<std::string>().find("migrations at version 0") != std::string::npos);
+}
+
+TEST_CASE("readiness lists database, migrations and kafka for a publisher, and names the database when it is down") {
+  TestDatabase db;
+  MockKafka kafka;
+  std::optional<TcpProxy> proxy(std::in_place, "127.0.0.1", port_of(db.url()));
+  auto config = config_for(db, kafka);
+  config.database_url = proxy->route(db.url());
+  Runtime runtime(config);
+  runtime.start(Role::Publisher);
+  const int port = runtime.http_port();
+
+  CHECK(eventually([&] { return http_get(port, "/readyz").status == 200; }, 10s));
+  // ordered_json: the order of the checks is part of the answer.
+  const auto ready = nlohmann::ordered_json::parse(http_get(port, "/readyz").body);
+  CHECK(ready["ready"] == true);
+  // In this order, and only these: an ingress or worker has no kafka check.
+  CHECK(ready["checks"].dump() == R"({"database":true,"migrations":true,"kafka":true})");
+  CHECK(ready["detail"] == "");
+
+  proxy.reset();  // the database stops answering: connections refused
+  const auto down = http_get(port, "/readyz");
+  CHECK(down.status == 503);
+  const auto body = nlohmann::ordered_json::parse(down.body);
+  CHECK(body["ready"] == false);
+  CHECK(body["checks"].dump() == R"({"database":false,"migrations":false,"kafka":true})");
+  CHECK(body["detail"].get<std::string>().find("database unreachable") != std::string::npos);
+  CHECK(http_get(port, "/healthz").status == 200);
+
+  kafka.set_all_down(true);
+  CHECK(eventually([&] { return nlohmann::json::parse(http_get(port, "/readyz").body)["checks"]["kafka"] == false; },
+                   20s));
+  runtime.stop();
 }
 
 TEST_CASE("ingress, worker and publisher run as three processes against one database") {

@@ -9,6 +9,7 @@
 
 #include "boxcar/outbox/outbox_emitter.hpp"
 #include "boxcar/publisher/publisher.hpp"
+#include "http_get.hpp"
 #include "mock_kafka.hpp"
 #include "test_database.hpp"
 
@@ -167,6 +168,57 @@ TEST_CASE("a fatal idempotent-producer error recreates the producer and loses no
   CHECK(publisher.stats().fatal_errors >= 1);
   CHECK(publisher.stats().producer_restarts >= 1);
   CHECK(event_ids(s.kafka.read_all("orders", 40, 20s)) == ids);
+}
+
+TEST_CASE("an event whose deliveries keep failing becomes DEAD after max_attempts and is counted as dead") {
+  Setup s;
+  s.emit(3);
+  // A permanent broker error answers every Produce request (far more than the attempts
+  // use): each attempt fails at once, librdkafka does not retry it internally.
+  s.kafka.fail_next_produce_requests(500, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+  auto options = s.options();
+  options.max_attempts = 3;
+  options.metrics = std::make_shared<Metrics>();
+  Publisher publisher(s.pool, options);
+  publisher.start();
+  CHECK(wait_for([&] { return s.count("DEAD") == 3; }, 60s));
+  publisher.stop();
+
+  CHECK(s.count("PUBLISHED") == 0);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE attempts = 3 AND dead_reason = "
+                    "'ATTEMPTS_EXHAUSTED' AND claim_token IS NULL AND last_error <> ''") == 3);
+  CHECK(publisher.stats().dead == 3);
+  CHECK(publisher.stats().failed == 6);
+  const std::string text = options.metrics->serialize();
+  INFO(text);
+  CHECK(metric_value(text, "boxcar_publisher_events_total", R"(outcome="dead",topic="orders")") == 3);
+  CHECK(metric_value(text, "boxcar_publisher_events_total", R"(outcome="failed",topic="orders")") == 6);
+  CHECK(metric_value(text, "boxcar_publisher_events_total", R"(outcome="delivered",topic="orders")") == -1);
+  CHECK(s.kafka.read_all("orders", 0, 5s).empty());
+}
+
+TEST_CASE("events whose claim expired with their attempts used up become DEAD and are counted as dead") {
+  Setup s;
+  s.emit(4);
+  // A publisher claimed them for the last allowed time and died: PUBLISHING, lease in the past.
+  s.db.query("UPDATE {schema}.outbox_events SET status = 'PUBLISHING', attempts = 2, "
+             "claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id IN "
+             "(SELECT id FROM {schema}.outbox_events ORDER BY id LIMIT 3)");
+  auto options = s.options();
+  options.max_attempts = 2;
+  options.metrics = std::make_shared<Metrics>();
+  Publisher publisher(s.pool, options);
+  CHECK(publisher.drain() == 1);  // the fourth, never claimed, is published
+
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'DEAD' AND "
+                    "dead_reason = 'LEASE_EXPIRED_EXHAUSTED' AND attempts = 2") == 3);
+  CHECK(s.count("PUBLISHED") == 1);
+  CHECK(publisher.stats().lease_expired == 3);
+  CHECK(publisher.stats().dead == 3);
+  const std::string text = options.metrics->serialize();
+  INFO(text);
+  CHECK(metric_value(text, "boxcar_publisher_events_total", R"(outcome="dead",topic="orders")") == 3);
+  CHECK(metric_value(text, "boxcar_publisher_events_total", R"(outcome="delivered",topic="orders")") == 1);
 }
 
 TEST_CASE("an idle publisher is woken by NOTIFY after the emitting transaction commits") {

@@ -1,5 +1,6 @@
 // Real faults on the accept path: a connection lost after the server committed, before
-// the request reached it, and a backend terminated mid-statement.
+// the request reached it, and a backend terminated mid-statement; for accept_many, the
+// connection lost around its COMMIT.
 #include <catch2/catch.hpp>
 
 #include <regex>
@@ -114,4 +115,62 @@ TEST_CASE("a backend terminated while its insert waits is uncertain and reconcil
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'm-1'") == 0);
   const Receipt redelivered = inbox.accept(request("m-1"));
   CHECK(redelivered.kind == Receipt::Kind::Accepted);
+}
+
+TEST_CASE("accept_many with a connection lost after its COMMIT landed is uncertain and the redelivery is duplicate") {
+  TestDatabase db;
+  TcpProxy proxy("127.0.0.1", port_of(db.url()));
+  auto pool = ConnectionPool::create({.url = proxy.route(db.url()), .size = 1});
+  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
+  const Receipt earlier = inbox.accept(request("m-0"));  // already retained before the batch
+  const std::vector<AcceptRequest> batch = {request("m-0"), request("m-1"), request("m-2")};
+
+  proxy.drop_response_to("COMMIT");
+  try {
+    inbox.accept_many(batch);
+    FAIL("expected InboxStorageError");
+  } catch (const InboxStorageError& e) {
+    CHECK(e.uncertain());
+    CHECK(e.code() == "STORAGE_UNCERTAIN");
+  }
+  CHECK(proxy.faults() == 1);
+  // The whole batch committed: each identity is retained exactly once.
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
+
+  const auto redelivered = inbox.accept_many(batch);
+  REQUIRE(redelivered.size() == 3);
+  for (const auto& result : redelivered) {
+    REQUIRE(result.ok());
+    CHECK(result.receipt().kind == Receipt::Kind::Duplicate);
+    CHECK(result.receipt().status == ReceiptStatus::Pending);
+  }
+  CHECK(redelivered[0].receipt().id == earlier.id);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
+}
+
+TEST_CASE("accept_many with a connection lost before its COMMIT reached the server is uncertain and the redelivery is accepted") {
+  TestDatabase db;
+  TcpProxy proxy("127.0.0.1", port_of(db.url()));
+  auto pool = ConnectionPool::create({.url = proxy.route(db.url()), .size = 1});
+  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
+  inbox.accept(request("m-0"));
+  const std::vector<AcceptRequest> batch = {request("m-0"), request("m-1"), request("m-2")};
+
+  proxy.drop_request_of("COMMIT");
+  try {
+    inbox.accept_many(batch);
+    FAIL("expected InboxStorageError");
+  } catch (const InboxStorageError& e) {
+    CHECK(e.uncertain());
+  }
+  CHECK(proxy.faults() == 1);
+  // The server saw the connection end inside the transaction: it rolled back.
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 1);
+
+  const auto redelivered = inbox.accept_many(batch);
+  REQUIRE(redelivered.size() == 3);
+  CHECK(redelivered[0].receipt().kind == Receipt::Kind::Duplicate);  // retained before the batch
+  CHECK(redelivered[1].receipt().kind == Receipt::Kind::Accepted);
+  CHECK(redelivered[2].receipt().kind == Receipt::Kind::Accepted);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
 }

@@ -1,12 +1,15 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <future>
 #include <thread>
 
 #include <pqxx/pqxx>
 
 #include "boxcar/inbox/inbox.hpp"
+#include "boxcar/inbox/worker.hpp"
 #include "test_database.hpp"
+#include "worker_fixture.hpp"
 
 using namespace boxcar;
 using boxcar::testing::TestDatabase;
@@ -102,6 +105,61 @@ TEST_CASE("a duplicate reports the stored status without resetting attempts or t
              "dead_reason = CASE WHEN '" + status + "' = 'DEAD' THEN 'test' END");
     CHECK(inbox.accept(order("m-1")).status == parse_receipt_status(status));
   }
+}
+
+TEST_CASE("a duplicate of a receipt a worker is processing reports PROCESSING and leaves its claim alone") {
+  using namespace std::chrono_literals;
+  TestDatabase db;
+  Inbox inbox(db.pool(), options_for(db));
+  const Receipt first = inbox.accept(order("m-1"));
+
+  // A real claim: the handler holds it until the test lets go.
+  std::promise<void> started;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> calls{0};
+  Worker worker(db.pool(),
+                {.schema = db.schema(),
+                 .consumers = {kConsumer, "audit.v1"},
+                 .owned_consumers = {kConsumer},
+                 .concurrency = 1,
+                 .lease = 30s,
+                 .handler_timeout = 20s,
+                 .poll_interval = 100ms},
+                {{.consumer = kConsumer,
+                  .supports = {{"order.created", 1}},
+                  .handler = boxcar::testing::handler([&](const nlohmann::json&, HandlerContext&) {
+                    if (++calls == 1) started.set_value();
+                    released.wait_for(15s);  // bounded: a failed check must not hang stop()
+                  })}});
+  worker.start();
+  REQUIRE(started.get_future().wait_for(10s) == std::future_status::ready);
+
+  const std::string claim_sql = "SELECT status, attempts, claim_token::text, lease_expires_at::text, "
+                                "available_at::text, updated_at::text FROM {schema}.inbox_receipts";
+  const auto before = db.query(claim_sql)[0];
+  REQUIRE(before[0].as<std::string>() == "PROCESSING");
+  REQUIRE(before[1].as<int>() == 1);
+
+  const Receipt again = inbox.accept(order("m-1"));
+  CHECK(again.kind == Receipt::Kind::Duplicate);
+  CHECK(again.id == first.id);
+  CHECK(again.status == ReceiptStatus::Processing);
+  const auto after = db.query(claim_sql)[0];
+  for (int column = 0; column < 6; ++column)
+    CHECK(std::string(after[column].c_str()) == std::string(before[column].c_str()));
+
+  // The claim still holds: the worker's guarded completion commits.
+  release.set_value();
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (db.query("SELECT status FROM {schema}.inbox_receipts")[0][0].as<std::string>() != "COMPLETED" &&
+         std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(20ms);
+  worker.stop();
+  const auto done = db.query("SELECT status, attempts FROM {schema}.inbox_receipts")[0];
+  CHECK(done[0].as<std::string>() == "COMPLETED");
+  CHECK(done[1].as<int>() == 1);
+  CHECK(calls == 1);
 }
 
 TEST_CASE("reusing an identity with different content throws IDENTITY_CONFLICT and keeps the record") {

@@ -442,6 +442,50 @@ TEST_CASE("an expired lease on a receipt out of attempts makes it DEAD without c
   CHECK(worker.stats().lease_expired == 1);
 }
 
+TEST_CASE("lease recovery stays inside worker.consumers: expired claims of other consumers are left to their owner") {
+  Setup s;
+  const auto orders = s.inbox.accept(message(kOrders, "o-1")).id;
+  const auto audit_retry = s.inbox.accept(message(kAudit, "a-1")).id;
+  const auto audit_exhausted = s.inbox.accept(message(kAudit, "a-2")).id;
+  // Workers that died holding claims: PROCESSING with leases in the past.
+  const auto expire = [&](std::int64_t id, int attempts) {
+    s.db.query("UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', attempts = " + std::to_string(attempts) +
+               ", claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id = " +
+               std::to_string(id));
+  };
+  expire(orders, 1);
+  expire(audit_retry, 1);
+  expire(audit_exhausted, 5);  // max_attempts = 5: recovering it would make it DEAD
+  const auto audit_claims = [&] {
+    return s.db.query("SELECT message_id, status, attempts, claim_token::text, lease_expires_at::text "
+                      "FROM {schema}.inbox_receipts WHERE consumer = '" + kAudit + "' ORDER BY id");
+  };
+  const auto before = audit_claims();
+
+  auto options = s.options();
+  options.owned_consumers = {kOrders};
+  // It has a handler for audit.v1 too: ownership, not a missing handler, keeps it away.
+  Worker orders_worker(s.pool, options, {s.writer(kOrders), s.writer(kAudit)});
+  orders_worker.drain();
+  CHECK(s.status_of("o-1") == "COMPLETED");  // its own expired claim was recovered
+  const auto after = audit_claims();
+  REQUIRE(after.size() == 2);
+  for (int row = 0; row < 2; ++row)
+    for (int column = 0; column < 5; ++column)
+      CHECK(std::string(after[row][column].c_str()) == std::string(before[row][column].c_str()));
+  CHECK(s.app_rows("a-1") == 0);
+  CHECK(orders_worker.stats().dead == 0);
+  CHECK(orders_worker.stats().lease_expired == 0);
+
+  // Their owner recovers them.
+  options.owned_consumers = {kAudit};
+  Worker audit_worker(s.pool, options, {s.writer(kOrders), s.writer(kAudit)});
+  audit_worker.drain();
+  CHECK(s.status_of("a-1") == "COMPLETED");
+  CHECK(s.status_of("a-2") == "DEAD");
+  CHECK(audit_worker.stats().lease_expired == 1);
+}
+
 TEST_CASE("accept wakes an idle worker through NOTIFY well before its poll interval") {
   Setup s;
   auto options = s.options();

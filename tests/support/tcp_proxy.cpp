@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <regex>
 #include <stdexcept>
 
@@ -42,6 +43,28 @@ TcpProxy::~TcpProxy() {
 std::string TcpProxy::route(const std::string& url) const {
   static const std::regex host_port(R"(@([^:/]+):(\d+)/)");
   return std::regex_replace(url, host_port, "@127.0.0.1:" + std::to_string(port_) + "/");
+}
+
+void TcpProxy::arm(Mode mode, const std::string& sql) {
+  // A simple-protocol Query message: 'Q', its length (itself included), the text, NUL.
+  const auto length = static_cast<std::uint32_t>(4 + sql.size() + 1);
+  std::string message = "Q";
+  for (int shift = 24; shift >= 0; shift -= 8) message += static_cast<char>((length >> shift) & 0xff);
+  message += sql;
+  message += '\0';
+  {
+    std::lock_guard lock(query_mutex_);
+    query_message_ = std::move(message);
+  }
+  mode_ = mode;
+}
+
+bool TcpProxy::take_query_fault(Mode mode, std::string_view bytes) {
+  if (mode_ != mode) return false;
+  std::lock_guard lock(query_mutex_);
+  if (bytes.find(query_message_) == std::string_view::npos) return false;
+  Mode expected = mode;
+  return mode_.compare_exchange_strong(expected, Mode::Pass);
 }
 
 void TcpProxy::accept_loop() {
@@ -85,6 +108,15 @@ void TcpProxy::pump(int client, int server) {
       }
       expected = Mode::DropResponse;
       if (mode_.compare_exchange_strong(expected, Mode::Pass)) {
+        ++faults_;
+        swallowing = true;
+      }
+      const std::string_view bytes(buffer, static_cast<size_t>(n));
+      if (take_query_fault(Mode::DropRequestOf, bytes)) {
+        ++faults_;
+        break;
+      }
+      if (take_query_fault(Mode::DropResponseTo, bytes)) {
         ++faults_;
         swallowing = true;
       }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -31,11 +32,19 @@ class TcpProxy {
   /// While down, every open connection is cut and new ones are closed at once: the
   /// database is unreachable for the clients behind the proxy, as in an outage.
   void set_down(bool down) { down_ = down; }
+  /// Like drop_next_response(), but for the next simple-protocol query exactly `sql` (e.g.
+  /// "COMMIT") on any connection; other requests pass meanwhile.
+  void drop_response_to(const std::string& sql) { arm(Mode::DropResponseTo, sql); }
+  /// Like drop_next_request(), but for the next simple-protocol query exactly `sql`.
+  void drop_request_of(const std::string& sql) { arm(Mode::DropRequestOf, sql); }
   /// How many connections a fault was injected into.
   int faults() const { return faults_; }
 
  private:
-  enum class Mode { Pass, DropResponse, DropRequest };
+  enum class Mode { Pass, DropResponse, DropRequest, DropResponseTo, DropRequestOf };
+  void arm(Mode mode, const std::string& sql);
+  /// Whether the client's bytes carry the armed query; consumes the fault when they do.
+  bool take_query_fault(Mode mode, std::string_view bytes);
   void accept_loop();
   void pump(int client, int server);
 
@@ -44,6 +53,8 @@ class TcpProxy {
   int listener_ = -1;
   int port_ = 0;
   std::atomic<Mode> mode_{Mode::Pass};
+  std::mutex query_mutex_;
+  std::string query_message_;  // the armed Query message, as it goes over the wire
   std::atomic<int> faults_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> down_{false};

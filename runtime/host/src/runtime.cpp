@@ -3,6 +3,7 @@
 #include "boxcar/host/runtime.hpp"
 
 #include <mutex>
+#include <optional>
 
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
@@ -61,26 +62,38 @@ OutboxEmitter& Runtime::outbox() {
   return *impl_->outbox;
 }
 
-bool Runtime::ready(std::string* detail) const {
-  std::string why;
-  bool ok = true;
+ReadinessReport Runtime::readiness() const {
+  ReadinessReport report{.ready = true, .checks = {}, .detail = {}};
+  const auto check = [&](const char* name, bool ok, const std::string& why) {
+    report.checks.emplace_back(name, ok);
+    if (ok) return;
+    report.ready = false;
+    report.detail += (report.detail.empty() ? "" : "; ") + why;
+  };
+  // One fresh connection answers both database checks: a probe must not queue behind the
+  // pool's loans, and a pooled connection that still works says nothing about new ones.
+  std::optional<int> applied;
+  std::string unreachable;
   try {
-    const int applied = applied_migration_version(impl_->pool->connection_string(), {.schema = impl_->config.schema});
-    if (applied != latest_migration_version()) {
-      ok = false;
-      why += "migrations at version " + std::to_string(applied) + ", this build expects " +
-             std::to_string(latest_migration_version()) + "; ";
-    }
+    applied = applied_migration_version(impl_->pool->connection_string(), {.schema = impl_->config.schema});
   } catch (const std::exception& e) {
-    ok = false;
-    why += std::string("database unreachable: ") + e.what() + "; ";
+    unreachable = e.what();
   }
-  if (impl_->publisher && !impl_->publisher->kafka_connected()) {
-    ok = false;
-    why += "Kafka producer not connected; ";
-  }
-  if (detail) *detail = why;
-  return ok;
+  check("database", applied.has_value(), "database unreachable: " + unreachable);
+  // Unknown while the database is down: not confirmed, so not passing.
+  check("migrations", applied == latest_migration_version(),
+        applied ? "migrations at version " + std::to_string(*applied) + ", this build expects " +
+                      std::to_string(latest_migration_version())
+                : "migrations not checked (database unreachable)");
+  if (impl_->publisher)
+    check("kafka", impl_->publisher->kafka_connected(), "Kafka producer reaches no broker");
+  return report;
+}
+
+bool Runtime::ready(std::string* detail) const {
+  ReadinessReport report = readiness();
+  if (detail) *detail = std::move(report.detail);
+  return report.ready;
 }
 
 void Runtime::start(Role role, std::vector<HandlerRegistration> handlers) {
@@ -127,14 +140,8 @@ void Runtime::start(Role role, std::vector<HandlerRegistration> handlers) {
       impl_->pool, impl_->metrics,
       BacklogOptions{.schema = c.schema, .declared_consumers = c.consumers, .interval = c.backlog_interval});
   if (!c.http_listen.empty()) {
-    impl_->http = std::make_unique<HttpServer>(HttpOptions{.listen = c.http_listen}, impl_->metrics, [this] {
-      ReadinessReport report;
-      std::string detail;
-      report.ready = ready(&detail);
-      report.checks.emplace_back("ready", report.ready);
-      report.detail = detail;
-      return report;
-    });
+    impl_->http = std::make_unique<HttpServer>(HttpOptions{.listen = c.http_listen}, impl_->metrics,
+                                               [this] { return readiness(); });
   }
   impl_->collector->start();
   if (impl_->worker) impl_->worker->start();

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "boxcar/host/config.hpp"
+#include "boxcar/host/http_server.hpp"
 #include "boxcar/inbox/handler.hpp"
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/outbox/outbox_emitter.hpp"
@@ -61,8 +62,14 @@ class Runtime {
 
   /// The bound HTTP port (0 when the server is disabled).
   int http_port() const;
-  /// Database reachable, migrations at this build's version, and for a publisher the
-  /// Kafka producer connected.
+  /// The readiness checks, in order: `database` (a new connection answers), `migrations`
+  /// (the schema is at this build's latest version; failed while the database is
+  /// unreachable, since it cannot be confirmed) and, when a publisher runs, `kafka` (the
+  /// producer reaches a broker). Ready when all pass; `detail` names each failure.
+  /// What /readyz serves. Blocks up to the connection and metadata timeouts.
+  /// Thread-safe.
+  ReadinessReport readiness() const;
+  /// readiness().ready, with its detail in `*detail` when given.
   bool ready(std::string* detail = nullptr) const;
 
  private:

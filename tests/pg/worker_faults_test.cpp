@@ -1,0 +1,110 @@
+// Real faults on the handler transaction: the worker's connection lost around the COMMIT
+// that carries the handler's writes and the guarded completion. Whatever the worker could
+// not learn, the receipt must end in one committed outcome: the handler's write present
+// exactly once.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <regex>
+#include <thread>
+
+#include "boxcar/inbox/worker.hpp"
+#include "tcp_proxy.hpp"
+#include "worker_fixture.hpp"
+
+using namespace boxcar;
+using namespace boxcar::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kConsumer = "orders.v1";
+
+int port_of(const std::string& url) {
+  std::smatch m;
+  REQUIRE(std::regex_search(url, m, std::regex(R"(:(\d+)/)")));
+  return std::stoi(m[1]);
+}
+
+// The worker's connections go through `proxy`; the test's own (accept, assertions) do not.
+struct Setup {
+  TestDatabase db;
+  TcpProxy proxy{"127.0.0.1", port_of(db.url())};
+  std::shared_ptr<ConnectionPool> worker_pool = ConnectionPool::create({.url = proxy.route(db.url()), .size = 3});
+  Inbox inbox{db.pool(2), {.schema = db.schema(), .consumers = {kConsumer}, .notify = false}};
+  std::string app_table = db.qualified("{schema}.app_rows");
+  std::atomic<int> calls{0};
+
+  Setup() { create_app_table(db); }
+
+  // A worker whose handler writes one app row and, on its first call, arms `fault` so
+  // that it hits the COMMIT of this very transaction.
+  Worker worker(std::function<void()> fault) {
+    return Worker(worker_pool,
+                  {.schema = db.schema(),
+                   .consumers = {kConsumer},
+                   .owned_consumers = {kConsumer},
+                   .concurrency = 1,
+                   .lease = 2s,
+                   .handler_timeout = 1s,
+                   .max_attempts = 5,
+                   .backoff = {.base = 0ms, .cap = 0ms},
+                   .poll_interval = 100ms},
+                  {{.consumer = kConsumer,
+                    .supports = {{"thing.happened", 1}},
+                    .handler = handler([this, fault](const nlohmann::json&, HandlerContext& c) {
+                      insert_app_row(app_table, c);
+                      if (++calls == 1) fault();
+                    })}});
+  }
+  pqxx::row receipt() const {
+    return db.query("SELECT status, attempts, claim_token IS NULL FROM {schema}.inbox_receipts")[0];
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a handler transaction whose COMMIT landed but whose answer was lost completes once and is not re-run") {
+  Setup s;
+  s.inbox.accept(message(kConsumer, "m-1"));
+  Worker worker = s.worker([&] { s.proxy.drop_response_to("COMMIT"); });
+  CHECK(worker.drain() == 1);
+  CHECK(s.proxy.faults() == 1);
+  CHECK(s.receipt()[0].as<std::string>() == "COMPLETED");
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE message_id = 'm-1'") == 1);
+  CHECK(worker.stats().retried == 0);
+
+  // Past the lease: nothing is left to recover, the handler does not run again.
+  std::this_thread::sleep_for(2500ms);
+  CHECK(worker.drain() == 0);
+  CHECK(s.calls == 1);
+  const auto row = s.receipt();
+  CHECK(row[0].as<std::string>() == "COMPLETED");
+  CHECK(row[1].as<int>() == 1);
+  CHECK(row[2].as<bool>());
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows") == 1);
+}
+
+TEST_CASE("a handler transaction whose COMMIT never reached the server is retried after its lease with no double write") {
+  Setup s;
+  s.inbox.accept(message(kConsumer, "m-1"));
+  Worker worker = s.worker([&] { s.proxy.drop_request_of("COMMIT"); });
+  CHECK(worker.drain() == 1);
+  CHECK(s.proxy.faults() == 1);
+  // Rolled back with the lost connection: the write is gone, the claim waits for its lease.
+  CHECK(s.receipt()[0].as<std::string>() == "PROCESSING");
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows") == 0);
+
+  const auto end = std::chrono::steady_clock::now() + 15s;
+  while (s.receipt()[0].as<std::string>() != "COMPLETED" && std::chrono::steady_clock::now() < end) {
+    worker.drain();  // recovers the claim once its lease expired
+    std::this_thread::sleep_for(100ms);
+  }
+  const auto row = s.receipt();
+  CHECK(row[0].as<std::string>() == "COMPLETED");
+  CHECK(row[1].as<int>() == 2);  // the lost attempt counts
+  CHECK(s.calls == 2);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE message_id = 'm-1'") == 1);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE attempt = 2") == 1);
+  CHECK(worker.stats().completed == 1);
+}
