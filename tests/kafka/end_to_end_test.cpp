@@ -32,6 +32,8 @@ class OrderProjection final : public InboxHandler {
 };
 
 AcceptRequest from_record(const KafkaRecordRead& record) {
+  // The tenant_id header is trusted as in examples/orders' downstream: only the Boxcar
+  // publisher may write the topic (its ACL), and it copies the authenticated receipt's tenant.
   return {.scope = Scope::tenant(record.headers.at("tenant_id")),
           .source = "kafka:" + record.topic,
           .consumer = "downstream.v1",
