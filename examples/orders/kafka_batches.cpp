@@ -50,6 +50,8 @@ KafkaRecord to_record(const rd_kafka_message_t* m) {
   r.topic = rd_kafka_topic_name(m->rkt);
   r.partition = m->partition;
   r.offset = m->offset;
+  r.null_key = m->key == nullptr;
+  r.null_value = m->payload == nullptr;
   if (m->key) r.key.assign(static_cast<const char*>(m->key), m->key_len);
   if (m->payload) r.value.assign(static_cast<const char*>(m->payload), m->len);
   rd_kafka_headers_t* headers = nullptr;
@@ -95,8 +97,9 @@ class DeadLetterProducer {
       add("dlq.original.offset", std::to_string(r.offset));
       add("dlq.consumer.group", options_.group_id);
       const rd_kafka_resp_err_t err = rd_kafka_producev(
-          producer_, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(r.key.data(), r.key.size()),
-          RD_KAFKA_V_VALUE(const_cast<char*>(r.value.data()), r.value.size()),
+          producer_, RD_KAFKA_V_TOPIC(topic.c_str()),
+          RD_KAFKA_V_KEY(r.null_key ? nullptr : r.key.data(), r.null_key ? 0 : r.key.size()),
+          RD_KAFKA_V_VALUE(r.null_value ? nullptr : const_cast<char*>(r.value.data()), r.null_value ? 0 : r.value.size()),
           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),
           RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(batch_))), RD_KAFKA_V_END);
       if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {

@@ -25,6 +25,9 @@ struct KafkaRecord {
   long long offset = 0;
   std::string key;
   std::string value;
+  /// A null key or value (a tombstone) stays null in a dead letter.
+  bool null_key = false;
+  bool null_value = false;
   /// In record order, repeats included (they are copied to a dead letter unchanged).
   std::vector<std::pair<std::string, std::string>> headers;
 

@@ -81,7 +81,8 @@ int mock_kafka() {
   rd_kafka_conf_set(conf, "socket.nagle.disable", "true", error, sizeof error);
   rd_kafka_t* handle = rd_kafka_new(RD_KAFKA_PRODUCER, conf, error, sizeof error);
   rd_kafka_mock_cluster_t* cluster = rd_kafka_mock_cluster_new(handle, 3);
-  for (const std::string& tenant : kTenants) rd_kafka_mock_topic_create(cluster, orders::tenant_topic(tenant).c_str(), 3, 3);
+  for (const std::string& tenant : kTenants)
+    rd_kafka_mock_topic_create(cluster, orders::tenant_topic(tenant).c_str(), 3, 3);
   rd_kafka_mock_topic_create(cluster, kDeadLetterTopic, 1, 3);
   rd_kafka_mock_topic_create(cluster, kProjectedTopic, 3, 3);
   rd_kafka_mock_topic_create(cluster, (std::string(kProjectedTopic) + ".dlq").c_str(), 1, 3);

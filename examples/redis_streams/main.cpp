@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
     auto pool = boxcar::ConnectionPool::create({.url = url, .size = std::max<std::size_t>(2, per_tenant.size())});
     boxcar::Inbox inbox(pool, {.schema = schema, .consumers = {options.consumer}});
     std::vector<std::unique_ptr<redis_streams::StreamIngress>> ingresses;
-    for (const auto& o : per_tenant) ingresses.push_back(std::make_unique<redis_streams::StreamIngress>(inbox, redis, o));
+    for (const auto& o : per_tenant)
+      ingresses.push_back(std::make_unique<redis_streams::StreamIngress>(inbox, redis, o));
 
     redis_streams::IngressStats stats;
     if (once) {
