@@ -222,3 +222,33 @@ TEST_CASE("a storage failure commits and dead-letters nothing, and the same batc
   CHECK(committed_offset(kafka, "orders-ingress", topic) == 3);
   CHECK(kafka.read_all(kDeadLetters, 1, 20s).size() == 1);
 }
+
+TEST_CASE("dead letters the broker does not confirm leave the batch uncommitted, and the next attempt "
+          "dead-letters and commits it") {
+  TestDatabase db;
+  MockKafka kafka;
+  const std::string topic = orders::tenant_topic("acme");
+  kafka.create_topic(topic, 1);
+  kafka.create_topic(kDeadLetters, 1);
+  produce(kafka, topic, {order("order-1", R"({"orderId":"o-1"})"), order("order-2", "{not json")});
+  // The first dead-letter Produce request is refused with a permanent error.
+  constexpr int kTopicAuthorizationFailed = 29;
+  kafka.fail_next_produce_requests(1, kTopicAuthorizationFailed);
+
+  boxcar::Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {orders::kProjection}, .notify = false});
+  std::atomic<bool> stop{false};
+  int attempts = 0;
+  std::map<std::string, int> counts;
+  orders::consume_batches(ingress_options(kafka), stop, [&](const std::vector<orders::KafkaRecord>& batch) {
+    ++attempts;
+    return orders::accept_batch(inbox, batch, orders::order_request, counts);
+  });
+  CHECK(attempts == 2);  // refused, rewound, consumed again
+  CHECK(counts["accepted"] == 1);
+  CHECK(counts["duplicate"] == 1);  // the second attempt finds order-1 already retained
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 1);
+  CHECK(committed_offset(kafka, "orders-ingress", topic) == 2);
+  const auto dead = kafka.read_all(kDeadLetters, 1, 20s);
+  REQUIRE(dead.size() == 1);
+  CHECK(header(dead[0], "dlq.original.offset") == "1");
+}
