@@ -3,8 +3,10 @@
 //
 //   orders_demo mock-kafka            librdkafka's mock cluster; prints BOOTSTRAP=...
 //   orders_demo init                  migrations + the application's own table
-//   orders_demo produce N             N order.created records (+ redeliveries, 1 conflict)
-//   orders_demo ingress               Kafka -> inbox (accept_many per poll, commit after)
+//   orders_demo produce N             N order.created records on the tenants' topics
+//                                     (+ redeliveries, 1 conflict, 1 poison record)
+//   orders_demo ingress               Kafka -> inbox (accept_many per poll, dead letters
+//                                     to orders.dlq, commit after)
 //   orders_demo worker | publisher    run_cli roles: project orders, emit order.projected
 //   orders_demo downstream            order.projected -> a second inbox keyed by event id,
 //                                     then a replay of the topic (every record a duplicate)
@@ -15,6 +17,7 @@
 #include <librdkafka/rdkafka_mock.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
@@ -24,14 +27,17 @@
 #include "boxcar/runtime/migrate.hpp"
 #include "boxcar/runtime/shutdown_signals.hpp"
 #include "boxcar/runtime/sql_identifier.hpp"
-#include "kafka_batches.hpp"
+#include "ingress.hpp"
 
 namespace {
 
-constexpr const char* kOrdersTopic = "orders";
-constexpr const char* kProjectedTopic = "orders.projected";
-constexpr const char* kProjection = "orders.projection.v1";
-constexpr const char* kDownstream = "inventory.v1";
+using orders::kDownstream;
+using orders::kProjectedTopic;
+using orders::kProjection;
+
+// One topic per tenant (tenant.<tenant>.orders): the topic authenticates the tenant.
+const std::vector<std::string> kTenants = {"acme", "globex", "initech"};
+constexpr const char* kDeadLetterTopic = "orders.dlq";
 
 struct OrderProjected {
   static constexpr std::string_view event_type = "order.projected";
@@ -75,8 +81,11 @@ int mock_kafka() {
   rd_kafka_conf_set(conf, "socket.nagle.disable", "true", error, sizeof error);
   rd_kafka_t* handle = rd_kafka_new(RD_KAFKA_PRODUCER, conf, error, sizeof error);
   rd_kafka_mock_cluster_t* cluster = rd_kafka_mock_cluster_new(handle, 3);
-  rd_kafka_mock_topic_create(cluster, kOrdersTopic, 3, 3);
+  for (const std::string& tenant : kTenants)
+    rd_kafka_mock_topic_create(cluster, orders::tenant_topic(tenant).c_str(), 3, 3);
+  rd_kafka_mock_topic_create(cluster, kDeadLetterTopic, 1, 3);
   rd_kafka_mock_topic_create(cluster, kProjectedTopic, 3, 3);
+  rd_kafka_mock_topic_create(cluster, (std::string(kProjectedTopic) + ".dlq").c_str(), 1, 3);
   std::cout << "BOOTSTRAP=" << rd_kafka_mock_cluster_bootstraps(cluster) << std::endl;
   signals.wait_for_shutdown();
   rd_kafka_mock_cluster_destroy(cluster);
@@ -101,16 +110,16 @@ int produce(const boxcar::RuntimeConfig& config, int count) {
   rd_kafka_conf_set(conf, "enable.idempotence", "true", error, sizeof error);
   rd_kafka_t* producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, error, sizeof error);
   int records = 0;
-  const auto send = [&](int i, double total) {
+  const auto send = [&](int i, double total, std::string value = {}) {
     const std::string id = "order-" + std::to_string(i);
-    const std::string tenant = "tenant-" + std::to_string(i % 3);
-    const std::string value = nlohmann::json{{"orderId", "o-" + std::to_string(i)}, {"total", total}}.dump();
-    rd_kafka_headers_t* headers = rd_kafka_headers_new(4);
+    // Each tenant writes its own topic; in production its principal may write no other.
+    const std::string topic = orders::tenant_topic(kTenants[i % kTenants.size()]);
+    if (value.empty()) value = nlohmann::json{{"orderId", "o-" + std::to_string(i)}, {"total", total}}.dump();
+    rd_kafka_headers_t* headers = rd_kafka_headers_new(3);
     rd_kafka_header_add(headers, "message-id", -1, id.data(), static_cast<ssize_t>(id.size()));
     rd_kafka_header_add(headers, "type", -1, "order.created", -1);
     rd_kafka_header_add(headers, "version", -1, "1", -1);
-    rd_kafka_header_add(headers, "tenant", -1, tenant.data(), static_cast<ssize_t>(tenant.size()));
-    rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(kOrdersTopic), RD_KAFKA_V_KEY(tenant.data(), tenant.size()),
+    rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(id.data(), id.size()),
                       RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
                       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_END);
     ++records;
@@ -120,58 +129,15 @@ int produce(const boxcar::RuntimeConfig& config, int count) {
     if (i % 10 == 0) send(i, 10.0 + i);  // the broker redelivers: same id, same content
   }
   send(1, 999.0);  // a reused id with different content: an identity conflict
+  send(count, 0, "{not json");  // a poison record: dead-lettered, the partition moves on
   rd_kafka_flush(producer, 30000);
   rd_kafka_destroy(producer);
   std::cout << nlohmann::json{{"produced_records", records}, {"distinct_orders", count}}.dump() << std::endl;
   return 0;
 }
 
-boxcar::AcceptRequest order_request(const orders::KafkaRecord& r) {
-  return {.scope = boxcar::Scope::tenant(r.headers.at("tenant")),
-          .source = std::string("kafka:") + kOrdersTopic,
-          .consumer = kProjection,
-          .message_id = r.headers.at("message-id"),
-          .event_type = r.headers.at("type"),
-          .schema_version = std::stoi(r.headers.at("version")),
-          .payload = nlohmann::json::parse(r.value)};
-}
-
-boxcar::AcceptRequest projected_request(const orders::KafkaRecord& r) {
-  return {.scope = boxcar::Scope::tenant(r.headers.at("tenant_id")),
-          .source = std::string("kafka:") + kProjectedTopic,
-          .consumer = kDownstream,
-          .message_id = r.headers.at("event_id"),  // the stable id every publish carries
-          .event_type = r.headers.at("event_type"),
-          .schema_version = std::stoi(r.headers.at("schema_version")),
-          .payload = nlohmann::json::parse(r.value),
-          .metadata = {.causation_id = r.headers.count("causation_id") ? r.headers.at("causation_id") : ""}};
-}
-
 // Set by SIGTERM/SIGINT: consumers then leave their group cleanly.
 std::atomic<bool> stop_requested{false};
-
-// Accepts every poll batch with accept_many; the consumer commits only afterwards.
-nlohmann::json accept_topic(boxcar::Inbox& inbox, const orders::ConsumerOptions& options,
-                            boxcar::AcceptRequest (*to_request)(const orders::KafkaRecord&)) {
-  std::map<std::string, int> counts;
-  const std::atomic<bool>& stop = stop_requested;
-  orders::consume_batches(options, stop, [&](const std::vector<orders::KafkaRecord>& batch) {
-    std::vector<boxcar::AcceptRequest> requests;
-    for (const auto& record : batch) requests.push_back(to_request(record));
-    // InboxStorageError escapes: the batch is not committed and is consumed again.
-    for (const auto& result : inbox.accept_many(requests)) {
-      if (result.ok()) {
-        ++counts[result.receipt().kind == boxcar::Receipt::Kind::Accepted ? "accepted" : "duplicate"];
-      } else {
-        // Conflict or invalid: rejected for good (a dead-letter topic in a real service),
-        // acknowledged so it is never retried in a loop.
-        ++counts[result.error_code() == "IDENTITY_CONFLICT" ? "conflict" : "invalid"];
-        spdlog::warn("rejected {} record: {}", options.topic, result.error_code());
-      }
-    }
-  });
-  return counts;
-}
 
 }  // namespace
 
@@ -194,16 +160,21 @@ int main(int argc, char** argv) {
       if (command == "ingress") {
         auto options = base;
         options.group_id = "orders-ingress";
-        options.topic = kOrdersTopic;
-        std::cout << nlohmann::json{{"ingress", accept_topic(runtime.inbox(), options, order_request)}}.dump() << std::endl;
+        options.topic = orders::kTenantTopicPattern;  // every tenant's topic, new ones included
+        const char* dead_letter_topic = std::getenv("ORDERS_DEAD_LETTER_TOPIC");
+        options.dead_letter_topic = dead_letter_topic && *dead_letter_topic ? dead_letter_topic : kDeadLetterTopic;
+        std::cout << nlohmann::json{{"ingress", orders::accept_topic(runtime.inbox(), options, orders::order_request,
+                                                                     stop_requested)}}
+                         .dump()
+                  << std::endl;
         return 0;
       }
       auto options = base;
-      options.topic = kProjectedTopic;
+      options.topic = kProjectedTopic;  // dead letters: orders.projected.dlq
       options.group_id = "inventory";
-      const auto first = accept_topic(runtime.inbox(), options, projected_request);
+      const auto first = orders::accept_topic(runtime.inbox(), options, orders::projected_request, stop_requested);
       options.group_id = "inventory-replay";  // a new group reads everything again: a redelivery of it all
-      const auto replay = accept_topic(runtime.inbox(), options, projected_request);
+      const auto replay = orders::accept_topic(runtime.inbox(), options, orders::projected_request, stop_requested);
       std::cout << nlohmann::json{{"downstream", first}, {"downstream_replay", replay}}.dump() << std::endl;
       return 0;
     }

@@ -102,6 +102,10 @@ void AmqpSession::publish(const std::string& queue, const OutgoingMessage& messa
     props._flags |= AMQP_BASIC_TYPE_FLAG;
     props.type = to_bytes(*message.type);
   }
+  if (message.user_id) {
+    props._flags |= AMQP_BASIC_USER_ID_FLAG;
+    props.user_id = to_bytes(*message.user_id);
+  }
   std::vector<amqp_table_entry_t> entries;
   entries.reserve(message.headers.size());
   for (const auto& [key, value] : message.headers) {

@@ -49,6 +49,9 @@ using HeaderValue = std::variant<std::string, std::int64_t>;
 struct OutgoingMessage {
   std::optional<std::string> message_id{};
   std::optional<std::string> type{};
+  /// The publishing user; RabbitMQ refuses the publish (406) when it is not the
+  /// connection's user, so a consumer can trust it.
+  std::optional<std::string> user_id{};
   std::map<std::string, HeaderValue> headers{};
   std::string body{};
 };

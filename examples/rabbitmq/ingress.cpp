@@ -80,16 +80,30 @@ int schema_version_header(const amqp_basic_properties_t& props) {
   return static_cast<int>(number);
 }
 
+/// The tenant of a delivery: its user_id property, which RabbitMQ validates against the
+/// user the publisher authenticated as (a publish with another user_id is refused with
+/// 406 PRECONDITION_FAILED). Each tenant publishes as its own broker user, named after
+/// the tenant. Headers are never trusted for it; a `tenant` header that disagrees is
+/// rejected as a forgery or a producer bug.
+std::string tenant_of(const amqp_basic_properties_t& props) {
+  if (!(props._flags & AMQP_BASIC_USER_ID_FLAG) || props.user_id.len == 0) {
+    throw InvalidDelivery("AMQP_USER_ID_MISSING",
+                          "the user_id property is missing: the tenant is the broker-validated publishing user");
+  }
+  std::string tenant = to_string(props.user_id);
+  if (find_header(props, "tenant") && text_header(props, "tenant") != tenant) {
+    throw InvalidDelivery("TENANT_MISMATCH", "header tenant names another tenant than the publishing user");
+  }
+  return tenant;
+}
+
 /// Maps one delivery onto the Inbox request. Identity: the message_id property (the
 /// producer's event id, unchanged on every redelivery; never the delivery tag), or a
 /// `message-id` header for producers that cannot set properties.
 AcceptRequest to_accept_request(const amqp_envelope_t& envelope, const IngressOptions& options) {
   const amqp_basic_properties_t& props = envelope.message.properties;
   AcceptRequest request{
-      // The tenant header is trusted because the broker authenticated the publisher and
-      // its permissions decide who may write to this queue; derive it from your own
-      // authenticated context when that is not true.
-      .scope = Scope::tenant(text_header(props, "tenant")),
+      .scope = Scope::tenant(tenant_of(props)),
       .source = options.source,
       .consumer = options.consumer,
       .message_id = (props._flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? to_string(props.message_id)

@@ -4,7 +4,10 @@
 //   accept() -> Accepted / Duplicate             basic.ack
 //   InboxStorageError (failure or uncertain)     basic.nack(requeue=true) after a backoff
 //   InboxValidationError, InboxConflictError,
-//   unreadable body or headers                   basic.reject(requeue=false) -> dead-letter exchange
+//   unreadable body or headers, no user_id       basic.reject(requeue=false) -> dead-letter exchange
+//
+// The tenant is the delivery's user_id property, which the broker validated against the
+// publisher's login (see tenant_of in ingress.cpp).
 //
 // Private to examples/rabbitmq (main.cpp and the integration test use it).
 #pragma once

@@ -33,9 +33,14 @@ namespace {
 using boxcar::examples::AmqpSession;
 using boxcar::examples::IngressOptions;
 using boxcar::examples::OutgoingMessage;
+using boxcar::examples::testing::BrokerUser;
 using boxcar::examples::testing::RabbitMqNode;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+
+// One broker user per tenant: the user a publisher logs in as is its tenant.
+const BrokerUser kTenant7{.name = "tenant-7", .password = "tenant-7-secret"};
+const BrokerUser kTenant8{.name = "tenant-8", .password = "tenant-8-secret"};
 
 /// The node for this test case, or null (with a warning) when RabbitMQ is not installed.
 std::unique_ptr<RabbitMqNode> start_node_or_skip() {
@@ -43,7 +48,7 @@ std::unique_ptr<RabbitMqNode> start_node_or_skip() {
     WARN("SKIPPED: cannot start a RabbitMQ node here: " << *reason);
     return nullptr;
   }
-  return std::make_unique<RabbitMqNode>();
+  return std::make_unique<RabbitMqNode>(std::vector<BrokerUser>{kTenant7, kTenant8});
 }
 
 /// Polls `read` until it returns `expected` or `timeout` passes; returns the last value.
@@ -59,10 +64,12 @@ T eventually(const std::function<T()>& read, const T& expected, std::chrono::mil
   return value;
 }
 
-OutgoingMessage order_created(const std::string& id, const std::string& body) {
+/// Published by `tenant`'s broker user, which the user_id property names.
+OutgoingMessage order_created(const std::string& id, const std::string& body, const BrokerUser& tenant = kTenant7) {
   return {.message_id = id,
           .type = "order.created",
-          .headers = {{"tenant", std::string("tenant-7")}, {"schema-version", std::int64_t{1}}},
+          .user_id = tenant.name,
+          .headers = {{"schema-version", std::int64_t{1}}},
           .body = body};
 }
 
@@ -155,12 +162,13 @@ TEST_CASE("the ingress acks accepted and duplicate deliveries and dead-letters c
   if (!node) return;
   boxcar::testing::TestDatabase db;
   const IngressOptions options{.amqp = node->amqp()};
-  AmqpSession producer(node->amqp());
-  boxcar::examples::declare_topology(producer, options);
+  AmqpSession admin(node->amqp());
+  boxcar::examples::declare_topology(admin, options);
+  AmqpSession producer(node->amqp_as(kTenant7));
 
   // A valid event, its redelivery (same id, keys in another order, other trace header:
   // the same content), the id reused with other content, and three that cannot be
-  // accepted: a body that is not JSON, no tenant, a non-numeric schema version.
+  // accepted: a body that is not JSON, no user_id (no tenant), a non-numeric schema version.
   producer.publish("orders", order_created("evt-1", R"({"orderId":"o-1","total":10})"));
   OutgoingMessage redelivery = order_created("evt-1", R"({"total":10,"orderId":"o-1"})");
   redelivery.headers["traceparent"] = std::string("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
@@ -168,19 +176,19 @@ TEST_CASE("the ingress acks accepted and duplicate deliveries and dead-letters c
   producer.publish("orders", order_created("evt-1", R"({"orderId":"o-1","total":11})"));
   producer.publish("orders", order_created("evt-2", "{not json"));
   OutgoingMessage no_tenant = order_created("evt-3", R"({"orderId":"o-3"})");
-  no_tenant.headers.erase("tenant");
+  no_tenant.user_id.reset();
   producer.publish("orders", no_tenant);
   OutgoingMessage bad_version = order_created("evt-5", R"({"orderId":"o-5"})");
   bad_version.headers["schema-version"] = std::string("one");
   producer.publish("orders", bad_version);
   // Identity and type from headers, schema version as text: accepted.
-  producer.publish("orders", {.headers = {{"message-id", std::string("evt-4")},
+  producer.publish("orders", {.user_id = kTenant7.name,
+                              .headers = {{"message-id", std::string("evt-4")},
                                           {"type", std::string("order.created")},
-                                          {"tenant", std::string("tenant-7")},
                                           {"schema-version", std::string("1")}},
                               .body = R"({"orderId":"o-4"})"});
-  const std::function<std::uint32_t()> orders_depth = [&] { return producer.message_count("orders"); };
-  const std::function<std::uint32_t()> dead_depth = [&] { return producer.message_count("orders.dead-letter"); };
+  const std::function<std::uint32_t()> orders_depth = [&] { return admin.message_count("orders"); };
+  const std::function<std::uint32_t()> dead_depth = [&] { return admin.message_count("orders.dead-letter"); };
   REQUIRE(eventually(orders_depth, 7u) == 7u);
 
   IngressProcess ingress({{"BOXCAR_DATABASE_URL", db.url()},
@@ -204,14 +212,14 @@ TEST_CASE("the ingress acks accepted and duplicate deliveries and dead-letters c
   CHECK(eventually(orders_depth, 0u) == 0u);
   REQUIRE(eventually(dead_depth, 4u) == 4u);
   std::map<std::string, std::string> bodies;
-  CHECK(drain_message_ids(producer, "orders.dead-letter", &bodies) ==
+  CHECK(drain_message_ids(admin, "orders.dead-letter", &bodies) ==
         std::multiset<std::string>{"evt-1", "evt-2", "evt-3", "evt-5"});
   CHECK(bodies["evt-1"] == R"({"orderId":"o-1","total":11})");
 
   // The reason of each dead letter is in the log.
   CHECK(output.find("IDENTITY_CONFLICT") != std::string::npos);
   CHECK(output.find("BODY_NOT_JSON") != std::string::npos);
-  CHECK(output.find("INBOX_SCOPE_INVALID") != std::string::npos);
+  CHECK(output.find("AMQP_USER_ID_MISSING") != std::string::npos);
   CHECK(output.find("AMQP_HEADER_INVALID") != std::string::npos);
   CHECK(output.find("accepted=2 duplicates=1 dead_lettered=4 requeued=0") != std::string::npos);
 }
@@ -221,13 +229,14 @@ TEST_CASE("the ingress stops cleanly on SIGTERM and a later run deduplicates a r
   if (!node) return;
   boxcar::testing::TestDatabase db;
   const IngressOptions options{.amqp = node->amqp()};
-  AmqpSession producer(node->amqp());
-  boxcar::examples::declare_topology(producer, options);
+  AmqpSession admin(node->amqp());
+  boxcar::examples::declare_topology(admin, options);
+  AmqpSession producer(node->amqp_as(kTenant7));
   const std::map<std::string, std::string> env{{"BOXCAR_DATABASE_URL", db.url()},
                                                {"BOXCAR_SCHEMA", db.schema()},
                                                {"RABBITMQ_HOST", "127.0.0.1"},
                                                {"RABBITMQ_PORT", std::to_string(node->amqp_port())}};
-  const std::function<std::uint32_t()> orders_depth = [&] { return producer.message_count("orders"); };
+  const std::function<std::uint32_t()> orders_depth = [&] { return admin.message_count("orders"); };
   const std::function<std::int64_t()> receipts = [&] {
     return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts");
   };
@@ -249,7 +258,7 @@ TEST_CASE("the ingress stops cleanly on SIGTERM and a later run deduplicates a r
   REQUIRE(status == 0);
   CHECK(receipts() == 1);
   CHECK(eventually(orders_depth, 0u) == 0u);
-  CHECK(producer.message_count("orders.dead-letter") == 0);
+  CHECK(admin.message_count("orders.dead-letter") == 0);
   CHECK(again.output().find("accepted=0 duplicates=1") != std::string::npos);
 }
 
@@ -258,12 +267,13 @@ TEST_CASE("a storage failure requeues deliveries instead of acknowledging or dea
   if (!node) return;
   IngressOptions options{.amqp = node->amqp()};
   options.storage_backoff = {.base = 20ms, .cap = 100ms};
-  AmqpSession producer(node->amqp());
-  boxcar::examples::declare_topology(producer, options);
+  AmqpSession admin(node->amqp());
+  boxcar::examples::declare_topology(admin, options);
+  AmqpSession producer(node->amqp_as(kTenant7));
   for (const char* id : {"evt-1", "evt-2", "evt-3"}) {
     producer.publish("orders", order_created(id, R"({"orderId":"o-1"})"));
   }
-  const std::function<std::uint32_t()> orders_depth = [&] { return producer.message_count("orders"); };
+  const std::function<std::uint32_t()> orders_depth = [&] { return admin.message_count("orders"); };
   REQUIRE(eventually(orders_depth, 3u) == 3u);
 
   // A database nobody listens on: every accept() is an InboxStorageError.
@@ -281,7 +291,7 @@ TEST_CASE("a storage failure requeues deliveries instead of acknowledging or dea
   CHECK(stats.accepted + stats.duplicates + stats.rejected == 0);
   // Nothing was lost or dead-lettered: all three are back in the queue.
   CHECK(eventually(orders_depth, 3u) == 3u);
-  CHECK(producer.message_count("orders.dead-letter") == 0);
+  CHECK(admin.message_count("orders.dead-letter") == 0);
 
   // Once the database is back, the same deliveries are accepted.
   boxcar::testing::TestDatabase db;
@@ -292,4 +302,57 @@ TEST_CASE("a storage failure requeues deliveries instead of acknowledging or dea
   CHECK(recovered.accepted == 3);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
   CHECK(eventually(orders_depth, 0u) == 0u);
+}
+
+TEST_CASE("the tenant is the broker-validated publishing user: a forged user_id is refused by the broker, "
+          "and a missing user_id or a contradicting tenant header is dead-lettered") {
+  const auto node = start_node_or_skip();
+  if (!node) return;
+  boxcar::testing::TestDatabase db;
+  IngressOptions options{.amqp = node->amqp()};
+  options.until_idle = 1500ms;
+  AmqpSession admin(node->amqp());
+  boxcar::examples::declare_topology(admin, options);
+
+  AmqpSession tenant7(node->amqp_as(kTenant7));
+  AmqpSession tenant8(node->amqp_as(kTenant8));
+  tenant7.publish("orders", order_created("evt-1", R"({"orderId":"o-1"})", kTenant7));
+  tenant8.publish("orders", order_created("evt-1", R"({"orderId":"o-1"})", kTenant8));  // another tenant's evt-1
+  OutgoingMessage contradicting = order_created("evt-2", R"({"orderId":"o-2"})", kTenant8);
+  contradicting.headers["tenant"] = kTenant7.name;
+  tenant8.publish("orders", contradicting);
+  OutgoingMessage anonymous = order_created("evt-3", R"({"orderId":"o-3"})", kTenant8);
+  anonymous.user_id.reset();
+  tenant8.publish("orders", anonymous);
+
+  // tenant-8 claiming to be tenant-7: the broker closes the channel instead of routing it.
+  {
+    AmqpSession forger(node->amqp_as(kTenant8));
+    forger.publish("orders", order_created("evt-4", R"({"orderId":"o-4"})", kTenant7));
+    int reply_code = 0;
+    std::string refusal;
+    try {
+      forger.message_count("orders");  // the next synchronous call sees the channel.close
+    } catch (const boxcar::examples::AmqpError& e) {
+      reply_code = e.reply_code();
+      refusal = e.what();
+    }
+    INFO(refusal);
+    CHECK(reply_code == 406);  // PRECONDITION_FAILED
+  }
+  const std::function<std::uint32_t()> orders_depth = [&] { return admin.message_count("orders"); };
+  REQUIRE(eventually(orders_depth, 4u) == 4u);
+
+  boxcar::Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {options.consumer}, .notify = false});
+  std::atomic<bool> stop{false};
+  const auto stats = boxcar::examples::run_ingress(inbox, options, stop);
+  CHECK(stats.accepted == 2);
+  CHECK(stats.rejected == 2);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'evt-1' "
+                  "AND scope_id IN ('tenant-7', 'tenant-8')") == 2);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'evt-4'") == 0);
+  REQUIRE(eventually(std::function<std::uint32_t()>([&] { return admin.message_count("orders.dead-letter"); }), 2u) ==
+          2u);
+  CHECK(drain_message_ids(admin, "orders.dead-letter") == std::multiset<std::string>{"evt-2", "evt-3"});
 }

@@ -22,6 +22,10 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+
 namespace boxcar::examples::testing {
 namespace {
 
@@ -75,6 +79,41 @@ std::string tail(const fs::path& path, std::size_t lines) {
   return out;
 }
 
+/// RabbitMQ's rabbit_password_hashing_sha256: base64(salt ++ sha256(salt ++ password)).
+std::string password_hash(const std::string& password) {
+  std::random_device rd;
+  std::string salted(4, '\0');
+  for (char& c : salted) c = static_cast<char>(rd() & 0xff);
+  salted += password;
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(salted.data()), salted.size(), digest);
+  const std::string hashed = salted.substr(0, 4) + std::string(reinterpret_cast<char*>(digest), sizeof digest);
+  std::string out(4 * ((hashed.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(hashed.data()), static_cast<int>(hashed.size()));
+  out.resize(static_cast<std::size_t>(n));
+  return out;
+}
+
+/// Definitions loaded at boot: vhost "/", guest as administrator, and `users`. With
+/// definitions to import the node seeds no default user, so guest is listed too.
+std::string definitions(const std::vector<BrokerUser>& users) {
+  nlohmann::json users_json = nlohmann::json::array();
+  nlohmann::json permissions = nlohmann::json::array();
+  const auto add = [&](const std::string& name, const std::string& password, const std::string& tags,
+                       const std::string& configure, const std::string& write, const std::string& read) {
+    users_json.push_back({{"name", name},
+                          {"password_hash", password_hash(password)},
+                          {"hashing_algorithm", "rabbit_password_hashing_sha256"},
+                          {"tags", tags}});
+    permissions.push_back(
+        {{"user", name}, {"vhost", "/"}, {"configure", configure}, {"write", write}, {"read", read}});
+  };
+  add("guest", "guest", "administrator", ".*", ".*", ".*");
+  for (const BrokerUser& u : users) add(u.name, u.password, "", u.configure, u.write, u.read);
+  return nlohmann::json{{"users", users_json}, {"vhosts", {{{"name", "/"}}}}, {"permissions", permissions}}.dump();
+}
+
 /// Asks the epmd on `port` to exit (its "kill" request: length 1, byte 'k'). epmd
 /// daemonizes itself out of the node's process group, so it outlives the node otherwise.
 void kill_epmd(int port) noexcept {
@@ -119,7 +158,7 @@ std::optional<std::string> RabbitMqNode::unavailable_reason() {
   return std::nullopt;
 }
 
-RabbitMqNode::RabbitMqNode() {
+RabbitMqNode::RabbitMqNode(std::vector<BrokerUser> users) : users_(std::move(users)) {
   if (auto reason = unavailable_reason()) throw std::runtime_error(*reason);
   uid_ = ::geteuid();
   gid_ = ::getegid();
@@ -149,6 +188,13 @@ AmqpOptions RabbitMqNode::amqp() const {
   return AmqpOptions{.host = "127.0.0.1", .port = amqp_port_, .user = "guest", .password = "guest", .vhost = "/"};
 }
 
+AmqpOptions RabbitMqNode::amqp_as(const BrokerUser& user) const {
+  AmqpOptions options = amqp();
+  options.user = user.name;
+  options.password = user.password;
+  return options;
+}
+
 std::string RabbitMqNode::log_tail() const {
   if (dir_.empty()) return {};
   return tail(fs::path(dir_) / "stdout.log", 20) + tail(fs::path(dir_) / "log" / "node.log", 30);
@@ -169,8 +215,12 @@ bool RabbitMqNode::try_start(std::string& failure) {
   }
   // No plugins: the management plugin alone would double the boot time.
   write_file(dir / "enabled_plugins", "[].\n", 0644, uid_, gid_);
+  // The users exist from the first boot: a definitions file, as a deployment would ship.
+  write_file(dir / "definitions.json", definitions(users_), 0600, uid_, gid_);
   // A small disk alarm threshold: a nearly full /tmp must not block publishers.
-  write_file(dir / "rabbitmq.conf", "disk_free_limit.absolute = 1MB\n", 0644, uid_, gid_);
+  write_file(dir / "rabbitmq.conf",
+             "disk_free_limit.absolute = 1MB\nload_definitions = " + (dir / "definitions.json").string() + "\n", 0644,
+             uid_, gid_);
   // The node's own cookie in its own HOME, never the system node's.
   write_file(dir / ".erlang.cookie", random_hex(20), 0400, uid_, gid_);
 

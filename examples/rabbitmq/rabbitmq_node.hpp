@@ -12,10 +12,21 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "amqp_session.hpp"
 
 namespace boxcar::examples::testing {
+
+/// A broker user loaded at boot (from a definitions file), for per-tenant publishers.
+struct BrokerUser {
+  std::string name;
+  std::string password;
+  /// Permission regexes on vhost "/".
+  std::string configure = "^$";
+  std::string write = "^amq\\.default$";  // publish to the default exchange only
+  std::string read = "^$";
+};
 
 class RabbitMqNode {
  public:
@@ -23,9 +34,10 @@ class RabbitMqNode {
   static std::optional<std::string> unavailable_reason();
 
   /// Starts a node and waits until it accepts an AMQP login (up to 60 s), retrying with
-  /// other ports if the first ones were taken meanwhile.
+  /// other ports if the first ones were taken meanwhile. The node knows `guest` (an
+  /// administrator, loopback only) and `users`.
   /// @throws std::runtime_error with the node's log tail when it does not come up.
-  RabbitMqNode();
+  explicit RabbitMqNode(std::vector<BrokerUser> users = {});
   /// Stops the node (SIGTERM, then SIGKILL after 20 s), its epmd, and deletes its files.
   ~RabbitMqNode();
   RabbitMqNode(const RabbitMqNode&) = delete;
@@ -33,6 +45,8 @@ class RabbitMqNode {
 
   /// Login options for the node's default `guest` user (allowed from loopback).
   AmqpOptions amqp() const;
+  /// Login options for one of the users given to the constructor.
+  AmqpOptions amqp_as(const BrokerUser& user) const;
   int amqp_port() const noexcept { return amqp_port_; }
   const std::string& directory() const noexcept { return dir_; }
   /// The last lines of the node's logs, for failure messages.
@@ -42,6 +56,7 @@ class RabbitMqNode {
   bool try_start(std::string& failure);
   void stop() noexcept;
 
+  std::vector<BrokerUser> users_;
   std::string dir_;
   std::string nodename_;
   uid_t uid_ = 0;

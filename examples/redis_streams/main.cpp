@@ -2,20 +2,25 @@
 // the Boxcar inbox before acknowledging it (see README.md in this folder).
 //
 //   BOXCAR_DATABASE_URL=postgresql://... REDIS_URL=redis://127.0.0.1:6379
-//   example_redis_streams_ingress [--once]
+//   REDIS_TENANTS=acme,globex example_redis_streams_ingress [--once]
 //
+// Reads one stream per tenant, orders:<tenant> (REDIS_STREAM_PREFIX), each in its own
+// thread with its own connection; the stream key is the tenant (see README.md).
 // Without --once it runs until SIGTERM/SIGINT; with --once it processes what is pending
 // and new, then exits: 0 when everything read was acknowledged, 1 when a batch could not
 // be stored (it stays pending), 2 for configuration errors.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/runtime/migrate.hpp"
@@ -40,6 +45,17 @@ long env_number(const char* name, long fallback) {
   if (ec != std::errc{} || end != text.data() + text.size() || value < 0)
     throw std::invalid_argument(std::string(name) + ": expected a non-negative integer");
   return value;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    if (end > start) items.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return items;
 }
 
 std::string host_name() {
@@ -68,6 +84,7 @@ int main(int argc, char** argv) {
 
   redis_streams::RedisOptions redis;
   redis_streams::IngressOptions options;
+  std::vector<redis_streams::IngressOptions> per_tenant;
   std::string url, schema;
   try {
     url = env("BOXCAR_DATABASE_URL");
@@ -79,7 +96,7 @@ int main(int argc, char** argv) {
       redis.host = env("REDIS_HOST", "127.0.0.1");
       redis.port = static_cast<int>(env_number("REDIS_PORT", 6379));
     }
-    options.stream = env("REDIS_STREAM", "orders");
+    options.stream_prefix = env("REDIS_STREAM_PREFIX", "orders");
     options.group = env("REDIS_GROUP", "boxcar-ingress");
     options.consumer_name = env("REDIS_CONSUMER_NAME", host_name());
     options.dead_letter_stream = env("REDIS_DEAD_LETTER_STREAM");
@@ -90,6 +107,12 @@ int main(int argc, char** argv) {
     options.claim_min_idle = std::chrono::milliseconds(env_number("REDIS_CLAIM_MIN_IDLE_MS", 60000));
     options.claim_interval = std::chrono::milliseconds(env_number("REDIS_CLAIM_INTERVAL_MS", 30000));
     if (options.batch_size == 0) throw std::invalid_argument("REDIS_BATCH_SIZE: must be at least 1");
+    const std::vector<std::string> tenants = split_list(env("REDIS_TENANTS"));
+    if (tenants.empty()) throw std::invalid_argument("REDIS_TENANTS: required (comma-separated tenant ids)");
+    for (const std::string& tenant : tenants) {
+      per_tenant.push_back(options);
+      per_tenant.back().stream = redis_streams::tenant_stream(options.stream_prefix, tenant);
+    }
   } catch (const std::exception& e) {
     std::cerr << "configuration: " << e.what() << "\n";
     return 2;
@@ -97,21 +120,29 @@ int main(int argc, char** argv) {
 
   try {
     boxcar::migrate(url, {.schema = schema});  // idempotent; also `boxcar migrate`
-    auto pool = boxcar::ConnectionPool::create({.url = url, .size = 2});
+    auto pool = boxcar::ConnectionPool::create({.url = url, .size = std::max<std::size_t>(2, per_tenant.size())});
     boxcar::Inbox inbox(pool, {.schema = schema, .consumers = {options.consumer}});
-    redis_streams::StreamIngress ingress(inbox, redis, options);
+    std::vector<std::unique_ptr<redis_streams::StreamIngress>> ingresses;
+    for (const auto& o : per_tenant)
+      ingresses.push_back(std::make_unique<redis_streams::StreamIngress>(inbox, redis, o));
 
     redis_streams::IngressStats stats;
     if (once) {
-      stats = ingress.run_once();
+      for (auto& ingress : ingresses) stats += ingress->run_once();
     } else {
       std::thread([] {
         signals->wait_for_shutdown();
         g_stop = true;
       }).detach();
-      std::cerr << "reading " << options.stream << " as " << options.group << "/" << options.consumer_name
-                << " from " << redis.describe() << "\n";
-      stats = ingress.run(g_stop);
+      std::vector<redis_streams::IngressStats> results(ingresses.size());
+      std::vector<std::thread> threads;
+      for (std::size_t i = 0; i < ingresses.size(); ++i) {
+        std::cerr << "reading " << per_tenant[i].stream << " as " << options.group << "/" << options.consumer_name
+                  << " from " << redis.describe() << "\n";
+        threads.emplace_back([&, i] { results[i] = ingresses[i]->run(g_stop); });
+      }
+      for (auto& t : threads) t.join();
+      for (const auto& r : results) stats += r;
     }
     std::cout << "read " << stats.read << " accepted " << stats.accepted << " duplicate " << stats.duplicates
               << " dead-lettered " << stats.dead_lettered << " storage-failures " << stats.storage_failures

@@ -27,6 +27,9 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr const char* kConsumer = "orders.projection.v1";
+// The tenant's own stream: the key, which only tenant-7's ACL user may write, is the tenant.
+constexpr const char* kStream = "orders:tenant-7";
+constexpr const char* kDeadLetters = "orders:tenant-7:dead";
 
 /// The server, or null (and a warning) when redis-server is not installed.
 std::unique_ptr<testing::RedisServer> start_redis_or_skip() {
@@ -44,7 +47,7 @@ RedisOptions redis_options(const testing::RedisServer& server) {
 }
 
 IngressOptions ingress_options(const std::string& consumer_name = "ingress-a") {
-  return {.stream = "orders", .group = "boxcar", .consumer_name = consumer_name, .batch_size = 3,
+  return {.stream = kStream, .group = "boxcar", .consumer_name = consumer_name, .batch_size = 3,
           .block = 100ms, .backoff = {.base = 10ms, .cap = 50ms}};
 }
 
@@ -53,11 +56,11 @@ using Fields = std::vector<std::pair<std::string, std::string>>;
 Fields order(const std::string& id, const std::string& data, const std::string& type = "order.created") {
   Fields fields = {{"id", id}};
   if (!type.empty()) fields.emplace_back("type", type);
-  fields.insert(fields.end(), {{"version", "1"}, {"tenant", "tenant-7"}, {"data", data}});
+  fields.insert(fields.end(), {{"version", "1"}, {"data", data}});
   return fields;
 }
 
-std::string xadd(RedisClient& redis, const Fields& fields, const std::string& stream = "orders") {
+std::string xadd(RedisClient& redis, const Fields& fields, const std::string& stream = kStream) {
   std::vector<std::string> args = {"XADD", stream, "*"};
   for (const auto& [name, value] : fields) {
     args.push_back(name);
@@ -66,15 +69,18 @@ std::string xadd(RedisClient& redis, const Fields& fields, const std::string& st
   return redis.call(args).str;
 }
 
-long long pending(RedisClient& redis) { return redis.call({"XPENDING", "orders", "boxcar"}).elements.at(0).integer; }
+long long pending(RedisClient& redis, const std::string& stream = kStream) {
+  return redis.call({"XPENDING", stream, "boxcar"}).elements.at(0).integer;
+}
 long long stream_length(RedisClient& redis, const std::string& stream) {
   return redis.call({"XLEN", stream}).integer;
 }
 
 /// The dead-letter stream's entries as field maps, oldest first.
-std::vector<std::map<std::string, std::string>> dead_letters(RedisClient& redis) {
+std::vector<std::map<std::string, std::string>> dead_letters(RedisClient& redis,
+                                                             const std::string& stream = kDeadLetters) {
   std::vector<std::map<std::string, std::string>> out;
-  for (const RedisValue& entry : redis.call({"XRANGE", "orders:dead", "-", "+"}).elements) {
+  for (const RedisValue& entry : redis.call({"XRANGE", stream, "-", "+"}).elements) {
     std::map<std::string, std::string> fields;
     const auto& list = entry.elements.at(1).elements;
     for (std::size_t i = 0; i + 1 < list.size(); i += 2) fields[list[i].str] = list[i + 1].str;
@@ -186,7 +192,7 @@ TEST_CASE("accepted entries and redeliveries are acknowledged, conflicts and inv
   CHECK(again.dead_lettered == 0);
   CHECK(receipts(db) == 2);
   CHECK(pending(redis) == 0);
-  CHECK(stream_length(redis, "orders:dead") == 3);
+  CHECK(stream_length(redis, kDeadLetters) == 3);
 }
 
 TEST_CASE("a storage failure acknowledges nothing, and the pending entries are accepted once the database is back",
@@ -211,7 +217,7 @@ TEST_CASE("a storage failure acknowledges nothing, and the pending entries are a
     CHECK(stats.accepted == 0);
     CHECK(stats.dead_lettered == 0);
     CHECK(pending(redis) == 3);  // read, delivered, not acknowledged
-    CHECK(stream_length(redis, "orders:dead") == 0);
+    CHECK(stream_length(redis, kDeadLetters) == 0);
   }
 
   // The same consumer, now with a working database: its own pending entries come first.
@@ -222,7 +228,7 @@ TEST_CASE("a storage failure acknowledges nothing, and the pending entries are a
   CHECK(stats.dead_lettered == 1);
   CHECK(receipts(db) == 2);
   CHECK(pending(redis) == 0);
-  CHECK(stream_length(redis, "orders:dead") == 1);
+  CHECK(stream_length(redis, kDeadLetters) == 1);
 }
 
 TEST_CASE("entries a crashed consumer read but never acknowledged are reclaimed and accepted on the next run",
@@ -237,7 +243,7 @@ TEST_CASE("entries a crashed consumer read but never acknowledged are reclaimed 
 
   SECTION("the same consumer restarts and re-reads its own pending entries") {
     // The "crash": delivered to ingress-a, never acknowledged.
-    redis.call({"XREADGROUP", "GROUP", "boxcar", "ingress-a", "COUNT", "10", "STREAMS", "orders", ">"});
+    redis.call({"XREADGROUP", "GROUP", "boxcar", "ingress-a", "COUNT", "10", "STREAMS", kStream, ">"});
     REQUIRE(pending(redis) == 4);
     auto options = ingress_options("ingress-a");
     options.claim_min_idle = 1h;  // no claiming from others: this is the ID 0 path
@@ -248,7 +254,7 @@ TEST_CASE("entries a crashed consumer read but never acknowledged are reclaimed 
   }
 
   SECTION("another consumer claims what a dead consumer left idle longer than the minimum") {
-    redis.call({"XREADGROUP", "GROUP", "boxcar", "ingress-dead", "COUNT", "10", "STREAMS", "orders", ">"});
+    redis.call({"XREADGROUP", "GROUP", "boxcar", "ingress-dead", "COUNT", "10", "STREAMS", kStream, ">"});
     REQUIRE(pending(redis) == 4);
 
     auto patient = ingress_options("ingress-b");
@@ -312,7 +318,7 @@ TEST_CASE("the running consumer backs off and retries while the database is down
   CHECK(stats.accepted == 0);
   CHECK(stats.dead_lettered == 0);
   CHECK(pending(redis) == 2);
-  CHECK(stream_length(redis, "orders:dead") == 0);
+  CHECK(stream_length(redis, kDeadLetters) == 0);
 }
 
 TEST_CASE("the example binary migrates, drains the stream with --once and exits on SIGTERM otherwise", "[redis]") {
@@ -322,14 +328,14 @@ TEST_CASE("the example binary migrates, drains the stream with --once and exits 
   const std::string schema = db.schema() + "_bin";  // the binary migrates its own schema
   RedisClient redis(redis_options(*server));
   // The group starts at '$': create it before producing, as a deployment would.
-  redis.call({"XGROUP", "CREATE", "orders", "boxcar", "$", "MKSTREAM"});
+  redis.call({"XGROUP", "CREATE", kStream, "boxcar", "$", "MKSTREAM"});
   xadd(redis, order("m-1", R"({"orderId":"o-1"})"));
   xadd(redis, order("m-1", R"({"orderId":"o-1"})"));
   xadd(redis, order("m-2", R"({"orderId":"o-2"})", ""));
 
   const std::map<std::string, std::string> env = {
       {"BOXCAR_DATABASE_URL", db.url()}, {"BOXCAR_SCHEMA", schema},     {"REDIS_URL", server->url()},
-      {"REDIS_STREAM", "orders"},        {"REDIS_GROUP", "boxcar"},     {"REDIS_CONSUMER_NAME", "bin-1"},
+      {"REDIS_TENANTS", "tenant-7"},     {"REDIS_GROUP", "boxcar"},     {"REDIS_CONSUMER_NAME", "bin-1"},
       {"REDIS_BLOCK_MS", "100"}};
   CHECK(wait_exit_code(spawn_ingress({"--once"}, env), 60s) == 0);
   const auto count = [&] {
@@ -337,7 +343,7 @@ TEST_CASE("the example binary migrates, drains the stream with --once and exits 
   };
   CHECK(count() == 1);
   CHECK(pending(redis) == 0);
-  CHECK(stream_length(redis, "orders:dead") == 1);
+  CHECK(stream_length(redis, kDeadLetters) == 1);
 
   const pid_t pid = spawn_ingress({}, env);
   xadd(redis, order("m-3", R"({"orderId":"o-3"})"));
@@ -348,4 +354,63 @@ TEST_CASE("the example binary migrates, drains the stream with --once and exits 
   CHECK(wait_exit_code(pid, 20s) == 0);
   CHECK(pending(redis) == 0);
   db.query("DROP SCHEMA IF EXISTS \"" + schema + "\" CASCADE");
+}
+
+TEST_CASE("the tenant is the stream key, which only that tenant's ACL user can write, and an entry naming another "
+          "tenant is dead-lettered", "[redis]") {
+  const auto server = start_redis_or_skip();
+  if (!server) return;
+  boxcar::testing::TestDatabase db;
+  boxcar::Inbox inbox(db.pool(), inbox_options(db));
+  RedisClient admin(redis_options(*server));
+  // One ACL user per tenant, allowed to XADD to its own stream key and nothing else.
+  for (const char* tenant : {"tenant-7", "tenant-8"}) {
+    admin.call({"ACL", "SETUSER", tenant, "on", std::string(">") + tenant + "-secret",
+                std::string("~") + tenant_stream("orders", tenant), "-@all", "+xadd"});
+  }
+  auto options_for = [](const std::string& tenant) {
+    auto options = ingress_options();
+    options.stream = tenant_stream("orders", tenant);
+    return options;
+  };
+  StreamIngress ingress7(inbox, redis_options(*server), options_for("tenant-7"));
+  StreamIngress ingress8(inbox, redis_options(*server), options_for("tenant-8"));
+  ingress7.ensure_group();
+  ingress8.ensure_group();
+
+  RedisOptions as7 = redis_options(*server);
+  as7.username = "tenant-7";
+  as7.password = "tenant-7-secret";
+  RedisOptions as8 = redis_options(*server);
+  as8.username = "tenant-8";
+  as8.password = "tenant-8-secret";
+  RedisClient tenant7(as7), tenant8(as8);
+  xadd(tenant7, order("m-1", R"({"orderId":"o-1"})"), "orders:tenant-7");
+  xadd(tenant8, order("m-1", R"({"orderId":"o-1"})"), "orders:tenant-8");  // another tenant's m-1
+  Fields claims_seven = order("m-2", R"({"orderId":"o-2"})");
+  claims_seven.emplace_back("tenant", "tenant-7");
+  xadd(tenant8, claims_seven, "orders:tenant-8");
+  // tenant-7 cannot write tenant-8's stream at all: Redis refuses it.
+  const RedisValue refused = tenant7.command({"XADD", "orders:tenant-8", "*", "id", "m-3", "type", "order.created",
+                                              "version", "1", "data", "{}"});
+  REQUIRE(refused.is_error());
+  CHECK(refused.str.starts_with("NOPERM"));
+
+  const IngressStats stats7 = ingress7.run_once();
+  const IngressStats stats8 = ingress8.run_once();
+  CHECK(stats7.accepted == 1);
+  CHECK(stats8.accepted == 1);
+  CHECK(stats8.dead_lettered == 1);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'm-1' "
+                  "AND scope_kind = 'tenant' AND scope_id IN ('tenant-7', 'tenant-8')") == 2);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id IN ('m-2', 'm-3')") == 0);
+  const auto dead = dead_letters(admin, "orders:tenant-8:dead");
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].at("error_code") == "TENANT_MISMATCH");
+  CHECK(dead[0].at("error_field") == "tenant");
+
+  // A stream key that names no tenant is a configuration error, not a default tenant.
+  auto unnamed = ingress_options();
+  unnamed.stream = "orders";
+  CHECK_THROWS_AS(StreamIngress(inbox, redis_options(*server), unnamed), std::invalid_argument);
 }

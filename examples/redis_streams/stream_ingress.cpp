@@ -1,7 +1,9 @@
 // StreamIngress: Redis Streams entries -> Inbox::accept_many -> XACK / dead letter.
 #include "stream_ingress.hpp"
 
+#include <cctype>
 #include <charconv>
+#include <stdexcept>
 #include <map>
 #include <thread>
 
@@ -60,6 +62,29 @@ IngressStats& IngressStats::operator+=(const IngressStats& other) {
   return *this;
 }
 
+namespace {
+bool valid_tenant(const std::string& tenant) {
+  if (tenant.empty()) return false;
+  for (const char c : tenant)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
+  return true;
+}
+}  // namespace
+
+std::string tenant_stream(const std::string& prefix, const std::string& tenant) {
+  if (!valid_tenant(tenant))
+    throw std::invalid_argument("tenant '" + tenant + "': only letters, digits, '_' and '-' are allowed");
+  return prefix + ":" + tenant;
+}
+
+std::string IngressOptions::tenant() const {
+  const std::string head = stream_prefix + ":";
+  const std::string tenant = stream.starts_with(head) ? stream.substr(head.size()) : std::string();
+  if (!valid_tenant(tenant))
+    throw std::invalid_argument("stream '" + stream + "' is not " + head + "<tenant> (letters, digits, '_', '-')");
+  return tenant;
+}
+
 std::string entry_field_of(const std::string& inbox_field) {
   static const std::map<std::string, std::string> kNames = {
       {"message_id", "id"},
@@ -91,10 +116,14 @@ MappedEntry map_entry(const StreamEntry& entry, const IngressOptions& options) {
     return it == fields.end() ? std::string{} : it->second;
   };
 
+  // The tenant is whose stream this is: only that tenant's ACL user may XADD to it.
+  // Entries never choose it; one that names another tenant is a bug or a forgery.
+  const std::string tenant = options.tenant();
+  if (fields.contains("tenant") && fields.at("tenant") != tenant)
+    return rejected("TENANT_MISMATCH", "tenant", "the entry names another tenant than its stream " + options.stream);
+
   boxcar::AcceptRequest request{
-      // Redis has no per-message authentication: whoever may XADD to this stream is
-      // trusted to name the tenant. Restrict writers with Redis ACLs.
-      .scope = boxcar::Scope::tenant(field("tenant")),
+      .scope = boxcar::Scope::tenant(tenant),
       .source = options.source,
       .consumer = options.consumer,
       .message_id = field("id"),
@@ -124,7 +153,9 @@ MappedEntry map_entry(const StreamEntry& entry, const IngressOptions& options) {
 }
 
 StreamIngress::StreamIngress(boxcar::Inbox& inbox, RedisOptions redis, IngressOptions options)
-    : inbox_(inbox), redis_options_(std::move(redis)), options_(std::move(options)) {}
+    : inbox_(inbox), redis_options_(std::move(redis)), options_(std::move(options)) {
+  options_.tenant();  // fail at construction, not on the first entry
+}
 
 StreamIngress::~StreamIngress() = default;
 

@@ -8,6 +8,10 @@
 //                                           pending list and are read again (ID 0) after
 //                                           a backoff, or claimed by another consumer
 //
+// The tenant is the stream key's: each tenant writes its own stream `<prefix>:<tenant>`,
+// and a Redis ACL user per tenant may write only that key (`~orders:acme`), so the key an
+// entry is in authenticates its tenant. One StreamIngress reads one tenant's stream.
+//
 // On start (and after every Redis or storage failure) it first re-reads its own pending
 // entries (XREADGROUP ... 0) and then claims entries that other, presumably dead,
 // consumers left idle for longer than `claim_min_idle` (XAUTOCLAIM, Redis >= 6.2).
@@ -30,9 +34,11 @@
 namespace redis_streams {
 
 struct IngressOptions {
-  /// The stream and consumer group read from; the group is created (at `$`, with
-  /// MKSTREAM) when missing.
-  std::string stream = "orders";
+  /// The tenant's stream `<stream_prefix>:<tenant>` and the consumer group read from;
+  /// the group is created (at `$`, with MKSTREAM) when missing. Tenant ids are letters,
+  /// digits, '_' and '-' (no ':', no ACL glob characters).
+  std::string stream{};  // required: no default tenant
+  std::string stream_prefix = "orders";
   std::string group = "boxcar-ingress";
   /// This process's consumer name in the group. Keep it stable across restarts (e.g.
   /// the host or pod name): a restarted consumer re-reads its own pending entries.
@@ -55,7 +61,13 @@ struct IngressOptions {
   boxcar::BackoffOptions backoff{.base = std::chrono::milliseconds(500), .cap = std::chrono::seconds(30)};
 
   std::string dead_letter() const { return dead_letter_stream.empty() ? stream + ":dead" : dead_letter_stream; }
+  /// The tenant named by `stream`. @throws std::invalid_argument when `stream` is not
+  ///   `<stream_prefix>:<tenant>` with a valid tenant id.
+  std::string tenant() const;
 };
+
+/// `<prefix>:<tenant>`. @throws std::invalid_argument for an invalid tenant id.
+std::string tenant_stream(const std::string& prefix, const std::string& tenant);
 
 /// One stream entry as read. `deleted`: the entry is still pending but was removed from
 /// the stream (XDEL / MAXLEN trimming), so its fields are gone.
@@ -77,8 +89,9 @@ struct IngressStats {
 };
 
 /// The AcceptRequest an entry maps to, or why it cannot be accepted at all. Exposed for
-/// tests. Fields: id, type, version, tenant, data (JSON text); optional traceparent,
-/// tracestate, correlation_id, causation_id.
+/// tests. Fields: id, type, version, data (JSON text); optional traceparent, tracestate,
+/// correlation_id, causation_id, and tenant (rejected as TENANT_MISMATCH unless it is the
+/// stream's tenant).
 struct MappedEntry {
   std::optional<boxcar::AcceptRequest> request{};
   std::string error_code{};
@@ -94,7 +107,7 @@ std::string entry_field_of(const std::string& inbox_field);
 class StreamIngress {
  public:
   /// Opens no connection yet. `inbox` must outlive this object and declare
-  /// options.consumer.
+  /// options.consumer. @throws std::invalid_argument when options.stream names no tenant.
   StreamIngress(boxcar::Inbox& inbox, RedisOptions redis, IngressOptions options);
   ~StreamIngress();
 

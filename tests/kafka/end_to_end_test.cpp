@@ -38,6 +38,8 @@ Scope scope_of(const KafkaRecordRead& record) {
 }
 
 AcceptRequest from_record(const KafkaRecordRead& record) {
+  // The scope headers are trusted as in examples/orders' downstream: only the Boxcar
+  // publisher may write the topic (its ACL), and it copies the authenticated receipt's scope.
   return {.scope = scope_of(record),
           .source = "kafka:" + record.topic,
           .consumer = "downstream.v1",
