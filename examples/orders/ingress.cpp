@@ -100,14 +100,17 @@ MappedRecord order_request(const KafkaRecord& record) {
 MappedRecord projected_request(const KafkaRecord& record) {
   MappedRecord error;
   // Trusted: only the Boxcar publisher's principal may write orders.projected (topic
-  // ACL), and it copies the tenant of a receipt that was authenticated at ingress.
-  const auto tenant = required(record, "tenant_id", error);
+  // ACL), and it copies the scope of a receipt that was authenticated at ingress. A
+  // global event carries tenant_scope=global and no tenant_id header.
+  const auto scope_kind = required(record, "tenant_scope", error);
+  const bool global = scope_kind && *scope_kind == "global";
+  const auto tenant = global ? std::optional<std::string>("") : required(record, "tenant_id", error);
   const auto event_id = required(record, "event_id", error);  // the stable id every publish carries
   const auto type = required(record, "event_type", error);
   const auto schema_version = version(record, "schema_version", error);
   const auto body = payload(record, error);
-  if (!tenant || !event_id || !type || !schema_version || !body) return error;
-  return {.request = boxcar::AcceptRequest{.scope = boxcar::Scope::tenant(*tenant),
+  if (!scope_kind || !tenant || !event_id || !type || !schema_version || !body) return error;
+  return {.request = boxcar::AcceptRequest{.scope = global ? boxcar::Scope::global() : boxcar::Scope::tenant(*tenant),
                                            .source = std::string("kafka:") + kProjectedTopic,
                                            .consumer = kDownstream,
                                            .message_id = *event_id,

@@ -252,3 +252,27 @@ TEST_CASE("dead letters the broker does not confirm leave the batch uncommitted,
   REQUIRE(dead.size() == 1);
   CHECK(header(dead[0], "dlq.original.offset") == "1");
 }
+
+TEST_CASE("a downstream record of a global event needs no tenant header and keeps its global scope") {
+  orders::KafkaRecord record{.topic = orders::kProjectedTopic,
+                             .value = R"({"orderId":"o-1"})",
+                             .headers = {{"event_id", "0190f3c2-7d1e-7000-8000-000000000001"},
+                                         {"event_type", "order.projected"},
+                                         {"schema_version", "1"},
+                                         {"tenant_scope", "global"}}};
+  const auto global = orders::projected_request(record);
+  REQUIRE(global.request);
+  CHECK(global.request->scope == boxcar::Scope::global());
+
+  record.headers = {{"event_id", "0190f3c2-7d1e-7000-8000-000000000002"},
+                    {"event_type", "order.projected"},
+                    {"schema_version", "1"},
+                    {"tenant_scope", "tenant"},
+                    {"tenant_id", "acme"}};
+  const auto tenant = orders::projected_request(record);
+  REQUIRE(tenant.request);
+  CHECK(tenant.request->scope == boxcar::Scope::tenant("acme"));
+
+  record.headers.pop_back();  // a tenant event without its tenant id can never be accepted
+  CHECK_FALSE(orders::projected_request(record).request);
+}
