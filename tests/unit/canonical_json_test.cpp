@@ -348,7 +348,7 @@ TEST_CASE("Every RFC 8785 Appendix B number is either refused or canonical",
   }
 }
 
-TEST_CASE("Every number canonicalize takes reads back to the same canonical form, "
+TEST_CASE("Every number canonicalize takes reads back to the same canonical form "
           "from its own text and from jsonb's plain decimal digits",
           "[canonical_json][numbers]") {
   // 50,000 doubles spread over every exponent (subnormals included) plus integers near
