@@ -237,6 +237,9 @@ TEST_CASE("NaN and infinities are rejected with the path of the number",
     CHECK(root.path.empty());
   }
 
+  CHECK(failure_of([&] { (void)boxcar::format_es_number(nan); }).code == "JSON_NON_FINITE_NUMBER");
+  CHECK(failure_of([&] { (void)boxcar::format_es_number(-inf); }).code == "JSON_NON_FINITE_NUMBER");
+
   const json nested = {{"a", json::array({1, json::object({{"b", nan}})})}};
   const Failure failure = canonicalize_failure(nested);
   CHECK(failure.code == "JSON_NON_FINITE_NUMBER");
