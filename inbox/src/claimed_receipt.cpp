@@ -28,6 +28,8 @@ ClaimedReceipt ClaimedReceipt::from_row(const pqxx::row& row) {
   r.message_id = row[7].as<std::string>();
   r.event_type = row[8].as<std::string>();
   r.schema_version = row[9].as<int>();
+  // jsonb's text is not canonical, but the number rule of canonicalize() makes this parse
+  // canonicalise to the accepted bytes (docs/schema.md, "Payload JSON").
   r.payload = nlohmann::json::parse(row[10].c_str());
   r.metadata = metadata_from_json(row[11].as<std::string>());
   r.status = row[12].as<std::string>();

@@ -79,7 +79,7 @@ std::u16string to_utf16(std::string_view utf8) {
 
 /// Formats a finite double exactly as ECMAScript's Number::toString (ECMA-262
 /// §6.1.6.1.20), which RFC 8785 §3.2.2.3 mandates.
-std::string format_es_number(double value) {
+std::string es_number_text(double value) {
   if (value == 0.0) {
     return "0";  // covers -0, which ES prints without a sign
   }
@@ -139,6 +139,18 @@ std::string format_es_number(double value) {
   return out;
 }
 
+/// True for a double whose canonical form would be an integer literal beyond
+/// ±kMaxSafeInteger. Every double from 2^53 on is an integer, and below
+/// kMinExponentFormMagnitude ECMAScript prints it as plain digits ("100000000000000000"):
+/// text that PostgreSQL, nlohmann and other 64-bit parsers read back as an exact integer
+/// (often not the double's value, e.g. 2^60 prints as 1152921504606847000), which then
+/// fails this very rule. From 10^21 on the form is exponential ("1e+21") and every
+/// reader, including nlohmann on jsonb's digits, takes it as the same double.
+bool is_ambiguous_integer(double value) {
+  const double magnitude = std::fabs(value);
+  return magnitude > static_cast<double>(kMaxSafeInteger) && magnitude < kMinExponentFormMagnitude;
+}
+
 /// Serialises one value tree into `out_`, tracking the JSON Pointer of the value being
 /// written so every error can say where it is.
 class CanonicalWriter {
@@ -153,6 +165,13 @@ class CanonicalWriter {
  private:
   [[noreturn]] void fail(const char* code, const std::string& message) const {
     throw JsonValueError(code, path_, message);
+  }
+
+  [[noreturn]] void fail_integer_out_of_range(const std::string& number) const {
+    fail("JSON_INTEGER_OUT_OF_RANGE",
+         "number " + number +
+             " is an integer beyond ±2^53-1 that not every reader holds exactly; "
+             "send it as a string");
   }
 
   void check_size() const {
@@ -176,11 +195,12 @@ class CanonicalWriter {
       case json::value_t::boolean:
         append(value.get<bool>() ? "true" : "false");
         return;
+      // The number rule depends on the value only: 1e17 as a double, an int64 or a
+      // uint64 is refused alike (see is_ambiguous_integer).
       case json::value_t::number_integer: {
         const auto number = value.get<std::int64_t>();
         if (number > kMaxSafeInteger || number < -kMaxSafeInteger) {
-          fail("JSON_INTEGER_OUT_OF_RANGE",
-               "integer " + std::to_string(number) + " is outside ±2^53-1");
+          fail_integer_out_of_range(std::to_string(number));
         }
         append(std::to_string(number));
         return;
@@ -188,8 +208,7 @@ class CanonicalWriter {
       case json::value_t::number_unsigned: {
         const auto number = value.get<std::uint64_t>();
         if (number > static_cast<std::uint64_t>(kMaxSafeInteger)) {
-          fail("JSON_INTEGER_OUT_OF_RANGE",
-               "integer " + std::to_string(number) + " is outside ±2^53-1");
+          fail_integer_out_of_range(std::to_string(number));
         }
         append(std::to_string(number));
         return;
@@ -199,7 +218,11 @@ class CanonicalWriter {
         if (!std::isfinite(number)) {
           fail("JSON_NON_FINITE_NUMBER", "NaN and Infinity have no JSON representation");
         }
-        append(format_es_number(number));
+        std::string text = es_number_text(number);
+        if (is_ambiguous_integer(number)) {
+          fail_integer_out_of_range(text);
+        }
+        append(text);
         return;
       }
       case json::value_t::string:
@@ -376,14 +399,10 @@ class StrictDomBuilder {
     add_value(json(value));
     return true;
   }
-  bool number_float(json::number_float_t value, const std::string& literal) {
+  // A literal denotes the nearest double, as in JSON.parse; the number rule is applied
+  // to that value by the writer, so 1e17, 1.0e17 and 100000000000000000 fare alike.
+  bool number_float(json::number_float_t value, const std::string& /*literal*/) {
     add_value(json(value));
-    // nlohmann falls back to a double for integer literals beyond 64 bits, which
-    // would fingerprint a rounded number the producer never sent.
-    if (literal.find_first_of(".eE") == std::string::npos) {
-      throw JsonValueError("JSON_INTEGER_OUT_OF_RANGE", path_,
-                           "integer " + literal + " is outside ±2^53-1");
-    }
     return true;
   }
   bool string(std::string& value) {
@@ -504,6 +523,14 @@ class StrictDomBuilder {
 };
 
 }  // namespace
+
+std::string format_es_number(double value) {
+  if (!std::isfinite(value)) {
+    throw JsonValueError("JSON_NON_FINITE_NUMBER", "",
+                         "NaN and Infinity have no JSON representation");
+  }
+  return es_number_text(value);
+}
 
 std::string canonicalize(const nlohmann::json& value, const CanonicalLimits& limits) {
   return CanonicalWriter(limits).finish(value);

@@ -104,6 +104,9 @@ TEST_CASE("payloads that are not plain JSON are rejected with their JSON path") 
   r.payload = {{"big", 9007199254740992LL}};
   expect_invalid(r, "JSON_INTEGER_OUT_OF_RANGE", "payload/big");
 
+  r.payload = {{"big", 1e17}};  // the value decides, not the type: a double is refused too
+  expect_invalid(r, "JSON_INTEGER_OUT_OF_RANGE", "payload/big");
+
   r.payload = {{"blob", nlohmann::json::binary({1, 2, 3})}};
   expect_invalid(r, "JSON_UNSUPPORTED_VALUE", "payload/blob");
 

@@ -4,8 +4,10 @@
 
 #include <bit>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -43,8 +45,38 @@ Failure text_failure(std::string_view text, const boxcar::CanonicalLimits& limit
   return failure_of([&] { (void)boxcar::canonicalize_text(text, limits); });
 }
 
+/// The RFC 8785 text of a double, whether or not the number rule lets a document hold
+/// it: Appendix B includes integers such as 2^68 that canonicalize() refuses.
 std::string canonical_number(std::uint64_t ieee_bits) {
-  return boxcar::canonicalize(json(std::bit_cast<double>(ieee_bits)));
+  return boxcar::format_es_number(std::bit_cast<double>(ieee_bits));
+}
+
+/// What PostgreSQL's jsonb prints for a number: numeric's plain decimal notation, never
+/// an exponent ("1e-7" comes back as "0.0000001", "1e+21" as 22 digits).
+std::string plain_decimal(const std::string& number) {
+  std::string digits;
+  std::string sign;
+  std::size_t i = 0;
+  if (number[0] == '-') {
+    sign = "-";
+    i = 1;
+  }
+  int point = -1;  // digits before the decimal point
+  for (; i < number.size() && number[i] != 'e'; ++i) {
+    if (number[i] == '.') {
+      point = static_cast<int>(digits.size());
+    } else {
+      digits.push_back(number[i]);
+    }
+  }
+  if (point < 0) point = static_cast<int>(digits.size());
+  if (i < number.size()) point += std::stoi(number.substr(i + 1));
+  if (point <= 0) return sign + "0." + std::string(static_cast<std::size_t>(-point), '0') + digits;
+  if (point >= static_cast<int>(digits.size())) {
+    return sign + digits + std::string(static_cast<std::size_t>(point) - digits.size(), '0');
+  }
+  return sign + digits.substr(0, static_cast<std::size_t>(point)) + "." +
+         digits.substr(static_cast<std::size_t>(point));
 }
 
 /// Builds [[[...]]] with `depth` arrays without recursion or quadratic copying.
@@ -188,7 +220,7 @@ TEST_CASE("Every ECMAScript number layout is produced at its boundaries",
   };
   for (const auto& [value, expected] : vectors) {
     INFO("value " << value);
-    CHECK(boxcar::canonicalize(json(value)) == expected);
+    CHECK(boxcar::format_es_number(value) == expected);
   }
 }
 
@@ -204,6 +236,9 @@ TEST_CASE("NaN and infinities are rejected with the path of the number",
     CHECK(root.code == "JSON_NON_FINITE_NUMBER");
     CHECK(root.path.empty());
   }
+
+  CHECK(failure_of([&] { (void)boxcar::format_es_number(nan); }).code == "JSON_NON_FINITE_NUMBER");
+  CHECK(failure_of([&] { (void)boxcar::format_es_number(-inf); }).code == "JSON_NON_FINITE_NUMBER");
 
   const json nested = {{"a", json::array({1, json::object({{"b", nan}})})}};
   const Failure failure = canonicalize_failure(nested);
@@ -238,14 +273,131 @@ TEST_CASE("Integers at the safe-integer boundaries pass and one beyond fails",
   CHECK(text_failure("-9007199254740992").code == "JSON_INTEGER_OUT_OF_RANGE");
 }
 
-TEST_CASE("Floats are not subject to the safe-integer limit", "[canonical_json][numbers]") {
-  CHECK(boxcar::canonicalize(json(9007199254740992.0)) == "9007199254740992");
-  CHECK(boxcar::canonicalize(json(1e300)) == "1e+300");
-  CHECK(boxcar::canonicalize_text("[1e300, 9007199254740992.0, -1E20]") ==
-        "[1e+300,9007199254740992,-100000000000000000000]");
+TEST_CASE("An integer beyond 2^53-1 is refused whatever its C++ type or spelling",
+          "[canonical_json][numbers]") {
+  for (const json& value : {json(1e17), json(std::int64_t{100000000000000000}),
+                            json(std::uint64_t{100000000000000000}), json(-1e17),
+                            json(9007199254740992.0), json(-9007199254740992.0),
+                            json(std::bit_cast<double>(std::uint64_t{0x4340000000000001})),
+                            json(1152921504606846976.0), json(1e20), json(123e18)}) {
+    INFO("value " << value.dump());
+    const Failure failure = canonicalize_failure({{"n", value}});
+    CHECK(failure.code == "JSON_INTEGER_OUT_OF_RANGE");
+    CHECK(failure.path == "/n");
+  }
+
+  for (const char* text :
+       {"1e17", "1E17", "1e+17", "1.0e17", "100000000000000000", "100000000000000000.0",
+        "10000000000000000e1", "1000000000000000000e-1", "-1e17", "9007199254740992",
+        "9007199254740992.0", "9.007199254740992e15", "9007199254740993", "-1E20",
+        "9.99999999999999e20"}) {
+    INFO("literal " << text);
+    const Failure failure = text_failure(std::string("[0,") + text + "]");
+    CHECK(failure.code == "JSON_INTEGER_OUT_OF_RANGE");
+    CHECK(failure.path == "/1");
+  }
 }
 
-TEST_CASE("Integer literals that do not fit 64 bits are rejected, never rounded",
+TEST_CASE("The largest safe integer passes in every spelling and prints as plain digits",
+          "[canonical_json][numbers]") {
+  CHECK(boxcar::canonicalize(json(9007199254740991.0)) == "9007199254740991");
+  CHECK(boxcar::canonicalize(json(-9007199254740991.0)) == "-9007199254740991");
+  for (const char* text : {"9007199254740991", "9007199254740991.0", "9.007199254740991e15",
+                           "90071992547409910e-1", "9007199254740991.00000000000000000000"}) {
+    INFO("literal " << text);
+    CHECK(boxcar::canonicalize_text(text) == "9007199254740991");
+  }
+  // The largest doubles with a fraction sit just below 2^52 and keep it.
+  CHECK(boxcar::canonicalize(json(4503599627370495.5)) == "4503599627370495.5");
+  CHECK(boxcar::canonicalize_text("1e15") == "1000000000000000");
+}
+
+TEST_CASE("Numbers from 1e21 on are taken in exponent form however they are written",
+          "[canonical_json][numbers]") {
+  CHECK(boxcar::canonicalize(json(1e21)) == "1e+21");
+  CHECK(boxcar::canonicalize(json(-1e21)) == "-1e+21");
+  CHECK(boxcar::canonicalize(json(1e300)) == "1e+300");
+  CHECK(boxcar::canonicalize(json(std::numeric_limits<double>::max())) ==
+        "1.7976931348623157e+308");
+  // A literal denotes its nearest double, as in JSON.parse: 10^21 - 1 is 1e21.
+  for (const char* text : {"1e21", "1E+21", "1.0e21", "1000000000000000000000",
+                           "1000000000000000000000.000", "10e20", "999999999999999999999"}) {
+    INFO("literal " << text);
+    CHECK(boxcar::canonicalize_text(text) == "1e+21");
+  }
+  // The double just below 10^21 prints as 21 digits, so it is refused.
+  CHECK(canonicalize_failure(json(std::nextafter(1e21, 0.0))).code ==
+        "JSON_INTEGER_OUT_OF_RANGE");
+}
+
+TEST_CASE("Every RFC 8785 Appendix B number is either refused or canonical",
+          "[canonical_json][numbers]") {
+  // The Appendix B integers between 2^53 and 10^21 print as digits a 64-bit reader
+  // takes for another value; the rest are canonical as the appendix prints them.
+  for (const std::uint64_t bits :
+       std::initializer_list<std::uint64_t>{0x4340000000000000, 0xc340000000000000,
+                                            0x4430000000000000, 0x444b1ae4d6e2ef4e,
+                                            0x444b1ae4d6e2ef4f}) {
+    INFO("IEEE-754 bits 0x" << std::hex << bits);
+    CHECK(canonicalize_failure(json(std::bit_cast<double>(bits))).code ==
+          "JSON_INTEGER_OUT_OF_RANGE");
+  }
+  for (const std::uint64_t bits :
+       std::initializer_list<std::uint64_t>{0x7fefffffffffffff, 0x44b52d02c7e14af6,
+                                            0x444b1ae4d6e2ef50, 0x0000000000000001,
+                                            0x43143ff3c1cb0959}) {
+    INFO("IEEE-754 bits 0x" << std::hex << bits);
+    CHECK(boxcar::canonicalize(json(std::bit_cast<double>(bits))) == canonical_number(bits));
+  }
+}
+
+TEST_CASE("Every number canonicalize takes reads back to the same canonical form "
+          "from its own text and from jsonb's plain decimal digits",
+          "[canonical_json][numbers]") {
+  // 50,000 doubles spread over every exponent (subnormals included) plus integers near
+  // each boundary of the rule. nlohmann reads digits within 64 bits as integers, so any
+  // refused-but-needed value or lossy form would show up here.
+  std::vector<double> values = {0.0,    -0.0,  5e-324, -5e-324, 2.2250738585072014e-308,
+                                1e-7,   1e-6,  0.1,    1.0,     4503599627370495.5,
+                                1e21,   1e300, std::numeric_limits<double>::max()};
+  for (double n = 9007199254740991.0 - 4; n <= 9007199254740991.0; n += 1) {
+    values.push_back(n);
+    values.push_back(-n);
+  }
+  std::uint64_t state = 0x9e3779b97f4a7c15;  // splitmix64: the same values every run
+  const auto next = [&state] {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+    return z ^ (z >> 31);
+  };
+  while (values.size() < 50000) values.push_back(std::bit_cast<double>(next()));
+
+  std::size_t taken = 0;
+  std::size_t refused = 0;
+  for (const double value : values) {
+    if (!std::isfinite(value)) continue;
+    std::string canonical;
+    try {
+      canonical = boxcar::canonicalize(json(value));
+    } catch (const boxcar::JsonValueError& e) {
+      REQUIRE(e.code() == "JSON_INTEGER_OUT_OF_RANGE");
+      REQUIRE(std::fabs(value) > 9007199254740991.0);
+      REQUIRE(std::fabs(value) < 1e21);
+      ++refused;
+      continue;
+    }
+    ++taken;
+    INFO("value " << canonical);
+    REQUIRE(boxcar::canonicalize(json::parse(canonical)) == canonical);
+    REQUIRE(boxcar::canonicalize(json::parse(plain_decimal(canonical))) == canonical);
+    REQUIRE(boxcar::canonicalize_text(canonical) == canonical);
+  }
+  CHECK(taken > 47000);
+  CHECK(refused > 100);
+}
+
+TEST_CASE("Integer literals beyond 64 bits and below 1e21 are refused, never rounded",
           "[canonical_json][numbers]") {
   // nlohmann would store these as approximate doubles; that must not be fingerprinted.
   const Failure above_uint64 = text_failure(R"({"n":18446744073709551616})");
