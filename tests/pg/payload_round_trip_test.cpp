@@ -51,7 +51,7 @@ struct RoundTrip {
                                                   .schema_version = 1,
                                                   .topic = "payloads",
                                                   .payload = payload},
-                                    {.tenant_id = c.scope.id, .causation_id = c.message_id});
+                                    {.scope = c.scope, .causation_id = c.message_id});
                       } catch (const std::exception& e) {
                         const std::lock_guard lock(mutex);
                         emit_errors[c.message_id] = e.what();
