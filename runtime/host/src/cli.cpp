@@ -17,7 +17,8 @@
 namespace boxcar {
 namespace {
 
-int run_role(Role role, const RuntimeConfig& config, const Runtime::HandlerFactory& handlers, ShutdownSignals& signals) {
+int run_role(Role role, const RuntimeConfig& config, const Runtime::HandlerFactory& handlers,
+             ShutdownSignals& signals) {
   Runtime runtime(config);
   std::vector<HandlerRegistration> registrations;
   if ((role == Role::Worker || role == Role::All) && handlers) registrations = handlers(runtime);
@@ -34,8 +35,9 @@ void add_role_commands(detail::CommandTree& tree, const Runtime::HandlerFactory&
   const auto role = [&handlers, &signals](Role r, const std::string& name) {
     return [&handlers, &signals, r, name](const RuntimeConfig& config) {
       if ((r == Role::Worker || r == Role::All) && !handlers)
-        throw ConfigError(name, "this binary registers no handlers: run the worker from your application's "
-                                "binary, which calls boxcar::run_cli with its handlers");
+        throw ConfigError(name,
+                          "this binary registers no handlers: run the worker from your application's "
+                          "binary, which calls boxcar::run_cli with its handlers");
       return run_role(r, config, handlers, signals);
     };
   };
@@ -56,11 +58,12 @@ void add_schema_commands(detail::CommandTree& tree) {
     return 0;
   });
   CLI::App& config_command = tree.add(tree.root(), "config", "configuration commands");
-  tree.add(config_command, "check", "print the effective configuration, secrets redacted", [](const RuntimeConfig& config) {
-    for (const auto& [key, value] : describe(config)) std::cout << key << " = " << value << "\n";
-    std::cout << "configuration is valid\n";
-    return 0;
-  });
+  tree.add(config_command, "check", "print the effective configuration, secrets redacted",
+           [](const RuntimeConfig& config) {
+             for (const auto& [key, value] : describe(config)) std::cout << key << " = " << value << "\n";
+             std::cout << "configuration is valid\n";
+             return 0;
+           });
 }
 
 std::string program_name(int argc, char** argv) {
@@ -87,8 +90,10 @@ int usage(const detail::CommandTree& tree, const CLI::ParseError& error) {
   } else {
     std::cerr << path << ": " << error.what() << "\n";
   }
-  if (missing_command) std::cerr << help();
-  else std::cerr << "Run '" << path << " --help' for its options.\n";
+  if (missing_command)
+    std::cerr << help();
+  else
+    std::cerr << "Run '" << path << " --help' for its options.\n";
   return 2;
 }
 

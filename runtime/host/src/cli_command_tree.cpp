@@ -27,7 +27,8 @@ const std::vector<ConfigFlag>& standard_flags() {
 std::pair<std::string, std::string> config_entry(const ConfigFlag& flag, const std::string& value) {
   if (!flag.assignment) return {flag.key, value};
   const auto eq = value.find('=');
-  if (eq == std::string::npos || eq == 0) throw ConfigError(flag.name, "expects " + flag.value_name + ", got '" + value + "'");
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError(flag.name, "expects " + flag.value_name + ", got '" + value + "'");
   return {flag.key + value.substr(0, eq), value.substr(eq + 1)};
 }
 
@@ -35,9 +36,11 @@ std::pair<std::string, std::string> config_entry(const ConfigFlag& flag, const s
 
 CommandTree::CommandTree(const std::string& program, const std::string& description) : root_(description, program) {
   root_.require_subcommand(1);
-  root_.footer("Configuration precedence: defaults < --config file < BOXCAR_* environment < flags.\n"
-               "Configuration flags work before or after the command.\n"
-               "Run '" + program + " COMMAND --help' for the options of a command.");
+  root_.footer(
+      "Configuration precedence: defaults < --config file < BOXCAR_* environment < flags.\n"
+      "Configuration flags work before or after the command.\n"
+      "Run '" +
+      program + " COMMAND --help' for the options of a command.");
   add_config_flags(root_, {});
 }
 
@@ -45,10 +48,13 @@ CLI::App& CommandTree::add(CLI::App& parent, const std::string& name, const std:
                            CommandRunner runner, const std::vector<ConfigFlag>& extra_flags) {
   CLI::App& command = *parent.add_subcommand(name, description);
   add_config_flags(command, extra_flags);
-  command.footer("Configuration flags work before or after the command.\n"
-                 "Precedence: defaults < --config file < BOXCAR_* environment < flags.");
-  if (runner) runners_[&command] = std::move(runner);
-  else command.require_subcommand(1);
+  command.footer(
+      "Configuration flags work before or after the command.\n"
+      "Precedence: defaults < --config file < BOXCAR_* environment < flags.");
+  if (runner)
+    runners_[&command] = std::move(runner);
+  else
+    command.require_subcommand(1);
   return command;
 }
 

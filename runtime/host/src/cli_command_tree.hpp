@@ -17,11 +17,11 @@ namespace boxcar::detail {
 
 /// A command-line flag that sets configuration (a shorthand for --set KEY=VALUE).
 struct ConfigFlag {
-  std::string name;          // "--database-url"
-  std::string key;           // "database.url"; for `assignment` flags the key prefix ("kafka.", "" for --set)
-  std::string value_name;    // "URL", shown in --help
+  std::string name;        // "--database-url"
+  std::string key;         // "database.url"; for `assignment` flags the key prefix ("kafka.", "" for --set)
+  std::string value_name;  // "URL", shown in --help
   std::string description;
-  bool assignment = false;   // the value is NAME=VALUE and NAME completes the key
+  bool assignment = false;  // the value is NAME=VALUE and NAME completes the key
 };
 
 /// What a command does once the configuration is loaded; returns the exit code.
@@ -38,8 +38,8 @@ class CommandTree {
   /// `extra_flags` (command-specific shorthands such as the publisher's --batch-size).
   /// A command without a runner requires one of its own sub-commands. Returns the
   /// CLI11 command, to add the command's own options to.
-  CLI::App& add(CLI::App& parent, const std::string& name, const std::string& description,
-                CommandRunner runner = {}, const std::vector<ConfigFlag>& extra_flags = {});
+  CLI::App& add(CLI::App& parent, const std::string& name, const std::string& description, CommandRunner runner = {},
+                const std::vector<ConfigFlag>& extra_flags = {});
 
   /// @throws CLI::ParseError (CLI::CallForHelp for --help).
   void parse(int argc, char** argv);

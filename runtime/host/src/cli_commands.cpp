@@ -39,10 +39,16 @@ const CLI::Validator kDuration(
 // Ids, counts and days: digits only, so "-1" or "x" is a usage error naming the option.
 const CLI::Validator kWholeNumber(
     [](std::string& value) {
-      const bool ok = !value.empty() && value.size() <= 15 && value.find_first_not_of("0123456789") == std::string::npos;
+      const bool ok =
+          !value.empty() && value.size() <= 15 && value.find_first_not_of("0123456789") == std::string::npos;
       return ok ? std::string() : "expects a whole number, got '" + value + "'";
     },
     "");
+
+std::string default_actor() {
+  const char* user = std::getenv("USER");
+  return std::string("cli:") + (user && *user ? user : "unknown");
+}
 
 struct DeadOptions {
   std::vector<std::int64_t> ids;
@@ -50,27 +56,29 @@ struct DeadOptions {
   std::size_t limit = DeadFilter{}.limit;
   bool all = false;
   std::string kind = "inbox";
-  std::string actor;
+  std::string actor = default_actor();  // an explicit empty --actor is refused (DEAD_ACTOR_REQUIRED)
   bool group = false;
   bool dry_run = false;
   bool json = false;
   std::int64_t id = 0;  // dead show ID
 
   DeadFilter filter() const {
-    return {.ids = ids, .consumer = consumer, .event_type = event_type, .error_contains = error,
+    return {.ids = ids,
+            .consumer = consumer,
+            .event_type = event_type,
+            .error_contains = error,
             .older_than = older_than.empty() ? std::nullopt : parse_duration(older_than),
-            .group = failure_group, .limit = limit, .all = all};
+            .group = failure_group,
+            .limit = limit,
+            .all = all};
   }
   RecordKind record_kind() const { return parse_record_kind(kind); }
-  std::string who() const {
-    if (!actor.empty()) return actor;
-    const char* user = std::getenv("USER");
-    return std::string("cli:") + (user && *user ? user : "unknown");
-  }
 };
 
 void add_kind_and_json(CLI::App& command, DeadOptions& o) {
-  command.add_option("--kind", o.kind, "inbox (default) or outbox")->type_name("KIND")->check(CLI::IsMember({"inbox", "outbox"}));
+  command.add_option("--kind", o.kind, "inbox (default) or outbox")
+      ->type_name("KIND")
+      ->check(CLI::IsMember({"inbox", "outbox"}));
   command.add_flag("--json", o.json, "machine-readable output");
 }
 
@@ -90,72 +98,83 @@ void add_filter(CLI::App& command, DeadOptions& o) {
   command.add_option("--limit", o.limit, "at most N records (default 100)")->type_name("N")->check(kWholeNumber);
 }
 
+// Each command's options live in a shared struct that its runner reads once CLI11 has
+// filled it in.
+
 void add_status(CommandTree& tree, std::ostream& out) {
   auto json = std::make_shared<bool>(false);
-  CLI::App& status_command = tree.add(tree.root(), "status", "backlog per consumer and status, outbox state",
-                                      [json, &out](const RuntimeConfig& config) {
-                                        const auto report = status(*operator_pool(config), config.schema, config.consumers);
-                                        out << (*json ? to_json(report).dump(2) + "\n" : to_table(report));
-                                        return 0;
-                                      });
-  status_command.add_flag("--json", *json, "machine-readable output");
+  const auto run = [json, &out](const RuntimeConfig& config) {
+    const auto report = status(*operator_pool(config), config.schema, config.consumers);
+    out << (*json ? to_json(report).dump(2) + "\n" : to_table(report));
+    return 0;
+  };
+  CLI::App& command = tree.add(tree.root(), "status", "backlog per consumer and status, outbox state", run);
+  command.add_flag("--json", *json, "machine-readable output");
+}
+
+void add_dead_list(CommandTree& tree, CLI::App& dead, std::ostream& out) {
+  auto o = std::make_shared<DeadOptions>();
+  const auto run = [o, &out](const RuntimeConfig& config) {
+    auto pool = operator_pool(config);
+    if (o->group) {
+      const auto groups = dead_groups(*pool, config.schema, o->record_kind(), o->filter());
+      out << (o->json ? to_json(groups).dump(2) + "\n" : to_table(groups));
+    } else {
+      const auto records = dead_list(*pool, config.schema, o->record_kind(), o->filter());
+      out << (o->json ? to_json(records).dump(2) + "\n" : to_table(records));
+    }
+    return 0;
+  };
+  CLI::App& command = tree.add(dead, "list", "the DEAD records that match, oldest death first", run);
+  add_filter(command, *o);
+  command.add_flag("--group", o->group, "group them by failure fingerprint");
+  add_kind_and_json(command, *o);
+}
+
+void add_dead_show(CommandTree& tree, CLI::App& dead, std::ostream& out) {
+  auto o = std::make_shared<DeadOptions>();
+  const auto run = [o, &out](const RuntimeConfig& config) {
+    const auto record = dead_show(*operator_pool(config), config.schema, o->record_kind(), o->id);
+    out << (o->json ? to_json(record).dump(2) + "\n" : to_table(record));
+    return 0;
+  };
+  CLI::App& command = tree.add(dead, "show", "one DEAD record with its payload and metadata", run);
+  command.add_option("ID", o->id, "the row id")->required()->check(kWholeNumber);
+  add_kind_and_json(command, *o);
+}
+
+// `dead retry` and `dead discard`: the same selection, a different action.
+void add_dead_action(CommandTree& tree, CLI::App& dead, const std::string& action, const std::string& description,
+                     std::ostream& out) {
+  auto o = std::make_shared<DeadOptions>();
+  const auto run = [o, action, &out](const RuntimeConfig& config) {
+    auto pool = operator_pool(config);
+    const RecordKind kind = o->record_kind();
+    const auto result = action == "retry" ? dead_retry(*pool, config.schema, kind, o->filter(), o->actor, o->dry_run)
+                                          : dead_discard(*pool, config.schema, kind, o->filter(), o->actor, o->dry_run);
+    if (o->json) {
+      out << to_json(result).dump(2) << "\n";
+    } else {
+      out << (o->dry_run ? "would " : "") << action << " " << result.ids.size() << " DEAD " << to_string(kind)
+          << " record(s)" << (result.limit_reached ? " (limit reached: run again for more)" : "") << "\n";
+      for (const auto id : result.ids) out << "  " << id << "\n";
+    }
+    return 0;
+  };
+  CLI::App& command = tree.add(dead, action, description, run);
+  add_filter(command, *o);
+  command.add_flag("--all", o->all, "allow running without any other filter");
+  command.add_option("--actor", o->actor, "who does it, recorded on each row (default cli:$USER)")->type_name("NAME");
+  command.add_flag("--dry-run", o->dry_run, "report the ids that would change; change nothing");
+  add_kind_and_json(command, *o);
 }
 
 void add_dead(CommandTree& tree, std::ostream& out) {
   CLI::App& dead = tree.add(tree.root(), "dead", "operator recovery of DEAD records (docs/operator.md)");
-
-  auto list = std::make_shared<DeadOptions>();
-  CLI::App& list_command = tree.add(dead, "list", "the DEAD records that match, oldest death first",
-                                    [list, &out](const RuntimeConfig& config) {
-                                      auto pool = operator_pool(config);
-                                      if (list->group) {
-                                        const auto groups = dead_groups(*pool, config.schema, list->record_kind(), list->filter());
-                                        out << (list->json ? to_json(groups).dump(2) + "\n" : to_table(groups));
-                                      } else {
-                                        const auto records = dead_list(*pool, config.schema, list->record_kind(), list->filter());
-                                        out << (list->json ? to_json(records).dump(2) + "\n" : to_table(records));
-                                      }
-                                      return 0;
-                                    });
-  add_filter(list_command, *list);
-  list_command.add_flag("--group", list->group, "group them by failure fingerprint");
-  add_kind_and_json(list_command, *list);
-
-  auto show = std::make_shared<DeadOptions>();
-  CLI::App& show_command = tree.add(dead, "show", "one DEAD record with its payload and metadata",
-                                    [show, &out](const RuntimeConfig& config) {
-                                      const auto record = dead_show(*operator_pool(config), config.schema,
-                                                                    show->record_kind(), show->id);
-                                      out << (show->json ? to_json(record).dump(2) + "\n" : to_table(record));
-                                      return 0;
-                                    });
-  show_command.add_option("ID", show->id, "the row id")->required()->check(kWholeNumber);
-  add_kind_and_json(show_command, *show);
-
-  for (const std::string action : {"retry", "discard"}) {
-    auto o = std::make_shared<DeadOptions>();
-    const std::string description = action == "retry" ? "replay the matching DEAD records"
-                                                       : "mark the matching DEAD records as dealt with";
-    CLI::App& command = tree.add(dead, action, description, [o, action, &out](const RuntimeConfig& config) {
-      auto pool = operator_pool(config);
-      const RecordKind kind = o->record_kind();
-      const auto result = action == "retry" ? dead_retry(*pool, config.schema, kind, o->filter(), o->who(), o->dry_run)
-                                            : dead_discard(*pool, config.schema, kind, o->filter(), o->who(), o->dry_run);
-      if (o->json) {
-        out << to_json(result).dump(2) << "\n";
-      } else {
-        out << (o->dry_run ? "would " : "") << action << " " << result.ids.size() << " DEAD " << to_string(kind)
-            << " record(s)" << (result.limit_reached ? " (limit reached: run again for more)" : "") << "\n";
-        for (const auto id : result.ids) out << "  " << id << "\n";
-      }
-      return 0;
-    });
-    add_filter(command, *o);
-    command.add_flag("--all", o->all, "allow running without any other filter");
-    command.add_option("--actor", o->actor, "who does it, recorded on each row (default cli:$USER)")->type_name("NAME");
-    command.add_flag("--dry-run", o->dry_run, "report the ids that would change; change nothing");
-    add_kind_and_json(command, *o);
-  }
+  add_dead_list(tree, dead, out);
+  add_dead_show(tree, dead, out);
+  add_dead_action(tree, dead, "retry", "replay the matching DEAD records", out);
+  add_dead_action(tree, dead, "discard", "mark the matching DEAD records as dealt with", out);
 }
 
 void add_purge(CommandTree& tree, std::ostream& out) {
@@ -167,26 +186,27 @@ void add_purge(CommandTree& tree, std::ostream& out) {
     bool json = false;
   };
   auto o = std::make_shared<PurgeFlags>();
-  CLI::App& purge_command =
-      tree.add(tree.root(), "purge", "delete finished rows past retention, in bounded batches",
-               [o, &out](const RuntimeConfig& config) {
-                 const auto report = purge(*operator_pool(config), config.schema,
-                                           {.inbox_retention = std::chrono::hours(24 * o->inbox_days),
-                                            .outbox_retention = std::chrono::hours(24 * o->outbox_days),
-                                            .batch_size = o->batch_size,
-                                            .dry_run = o->dry_run});
-                 out << (o->json ? to_json(report).dump(2) + "\n" : to_table(report));
-                 return 0;
-               });
-  purge_command.add_option("--inbox-days", o->inbox_days, "COMPLETED receipts older than this are deleted (default 30)")
+  const auto run = [o, &out](const RuntimeConfig& config) {
+    const PurgeOptions options{.inbox_retention = std::chrono::hours(24 * o->inbox_days),
+                               .outbox_retention = std::chrono::hours(24 * o->outbox_days),
+                               .batch_size = o->batch_size,
+                               .dry_run = o->dry_run};
+    const auto report = purge(*operator_pool(config), config.schema, options);
+    out << (o->json ? to_json(report).dump(2) + "\n" : to_table(report));
+    return 0;
+  };
+  CLI::App& command = tree.add(tree.root(), "purge", "delete finished rows past retention, in bounded batches", run);
+  command.add_option("--inbox-days", o->inbox_days, "delete COMPLETED receipts older than this (default 30)")
       ->type_name("N")
       ->check(kWholeNumber);
-  purge_command.add_option("--outbox-days", o->outbox_days, "PUBLISHED events older than this are deleted (default 7)")
+  command.add_option("--outbox-days", o->outbox_days, "delete PUBLISHED events older than this (default 7)")
       ->type_name("N")
       ->check(kWholeNumber);
-  purge_command.add_option("--batch-size", o->batch_size, "rows per DELETE (default 1000)")->type_name("N")->check(kWholeNumber);
-  purge_command.add_flag("--dry-run", o->dry_run, "count what is past retention; delete nothing");
-  purge_command.add_flag("--json", o->json, "machine-readable output");
+  command.add_option("--batch-size", o->batch_size, "rows per DELETE (default 1000)")
+      ->type_name("N")
+      ->check(kWholeNumber);
+  command.add_flag("--dry-run", o->dry_run, "count what is past retention; delete nothing");
+  command.add_flag("--json", o->json, "machine-readable output");
 }
 
 }  // namespace
