@@ -66,7 +66,7 @@ TEST_CASE("boxcar status shows the backlog per consumer and status, as a table a
   CHECK(found);
 }
 
-TEST_CASE("boxcar dead retry resets matching DEAD receipts and records who did it; a dry run changes nothing") {
+TEST_CASE("boxcar dead retry resets matching DEAD receipts and records who did it, and a dry run changes nothing") {
   TestDatabase db;
   Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {"orders.v1"}, .notify = false});
   const auto a = accept_dead(db, inbox, "d-1", "order 17 failed: timeout");

@@ -1,17 +1,14 @@
-// The operator sub-commands of run_cli (status, dead, purge) on top of operator.hpp.
+// The operator commands of run_cli (status, dead list|show|retry|discard, purge): their
+// options and output, on top of operator.hpp.
 #pragma once
 
 #include <iosfwd>
-#include <string>
-#include <vector>
 
-#include "boxcar/host/config.hpp"
+#include "cli_command_tree.hpp"
 
 namespace boxcar::detail {
 
-/// Runs `status`, `dead ...` or `purge` with their own arguments; returns the exit code.
-/// @throws ConfigError for bad arguments (exit code 2 in run_cli).
-int run_operator_command(const RuntimeConfig& config, const std::string& command,
-                         const std::vector<std::string>& args, std::ostream& out);
+/// Adds `status`, `dead ...` and `purge` to `tree`; their results are written to `out`.
+void add_operator_commands(CommandTree& tree, std::ostream& out);
 
 }  // namespace boxcar::detail

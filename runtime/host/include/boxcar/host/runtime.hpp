@@ -84,7 +84,10 @@ class Runtime {
 ///   dead list|show|retry|discard ...     operator recovery of DEAD records
 ///   purge [...]                          retention of finished rows
 ///   config check                         print the effective configuration (secrets redacted)
-/// Returns the process exit code (0 ok, 1 failure, 2 usage or configuration error).
+/// Configuration flags (--database-url, --schema, --set KEY=VALUE, ...) work before or after
+/// the command; `COMMAND --help` prints a command's own options.
+/// Returns the process exit code (0 ok or --help, 1 failure, 2 usage or configuration
+/// error, reported on stderr with the offending argument or key named).
 int run_cli(int argc, char** argv, Runtime::HandlerFactory handlers = {});
 
 }  // namespace boxcar
