@@ -39,7 +39,7 @@ void emit_events(TestDatabase& db, int count) {
         tx,
         OutboxMessage{
             .event_type = "order.projected", .schema_version = 1, .topic = "orders.projected", .payload = {{"n", i}}},
-        {.tenant_scope = TenantScope::Global});
+        {.scope = Scope::global()});
   tx.commit();
 }
 

@@ -184,7 +184,7 @@ TEST_CASE("reusing an identity with different content throws IDENTITY_CONFLICT a
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 1);
 }
 
-TEST_CASE("key order and metadata do not change the fingerprint; array order does") {
+TEST_CASE("key order and metadata do not change the fingerprint, array order does") {
   TestDatabase db;
   Inbox inbox(db.pool(), options_for(db));
   inbox.accept(order("m-1", nlohmann::json::parse(R"({"a":1,"b":[1,2],"c":{"x":true,"y":null}})")));
