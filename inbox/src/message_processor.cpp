@@ -22,6 +22,21 @@ struct HandlerTimeout : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown into the failure path when a handler ended the worker's transaction with a raw
+// COMMIT, ROLLBACK or END: its writes may already be durable without the completion, and
+// a retry would repeat them, so the receipt goes DEAD for an operator to look at.
+struct HandlerEndedTransaction : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+constexpr const char* kEndedTransactionText =
+    "the handler ended the worker's transaction (a raw COMMIT, ROLLBACK or END through context.tx); "
+    "writes made before and after it may have committed without the completion, so the message is "
+    "not retried";
+constexpr const char* kEndedBatchText =
+    "a handler of its batch ended the worker's shared transaction (a raw COMMIT, ROLLBACK or END through "
+    "context.tx); this message's writes may have committed without the completion, so it is not retried";
+
 std::string demangled_type(const std::type_info& type) {
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status),
@@ -230,6 +245,11 @@ FailureRecord MessageProcessor::describe_current_exception(const ClaimedReceipt&
   const bool late = Clock::now() >= deadline;
   try {
     throw;
+  } catch (const HandlerEndedTransaction& e) {
+    failure.permanent = true;
+    failure.dead_reason = "HANDLER_ENDED_TRANSACTION";
+    failure.error_type = "HandlerEndedTransaction";
+    failure.message = e.what();
   } catch (const InboxPermanentError& e) {
     failure.permanent = true;
     failure.dead_reason = "HANDLER_PERMANENT";
@@ -255,35 +275,57 @@ FailureRecord MessageProcessor::describe_current_exception(const ClaimedReceipt&
   return failure;
 }
 
-void MessageProcessor::record_failure(const ClaimedReceipt& receipt, FailureRecord failure, Tx* tx) {
+void MessageProcessor::record_failure(const ClaimedReceipt& receipt, FailureRecord failure) {
   try {
-    const auto status = store_.fail(tx, receipt, failure, options_.max_attempts);
-    if (!status) {
-      ++stats_.stale;
-      observe(receipt, "stale");
-      log_event(*log_, LogLevel::Info, "attempt failed after its claim went stale",
-                {{"outcome", "stale"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
-                 {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)}});
-    } else if (*status == "DEAD") {
-      ++stats_.dead;
-      observe(receipt, "dead");
-      log_event(*log_, LogLevel::Warn, "receipt is DEAD",
-                {{"outcome", "dead"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
-                 {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)},
-                 {"error_type", failure.error_type}, {"error", failure.message}});
-    } else {
-      ++stats_.retried;
-      observe(receipt, "retried");
-      log_event(*log_, LogLevel::Info, "attempt failed, retrying after backoff",
-                {{"outcome", "retried"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
-                 {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)},
-                 {"retry_in_ms", std::to_string(failure.retry_delay.count())}, {"error_type", failure.error_type},
-                 {"error", failure.message}});
-    }
+    report_failure(receipt, failure, store_.fail(nullptr, receipt, failure, options_.max_attempts));
   } catch (const std::exception& e) {
-    if (tx) throw;  // the batch transaction is broken: the caller handles the whole batch
     // Left PROCESSING: lease recovery retries it, counting this attempt.
     log_->error("could not record the failure of receipt {}: {}", receipt.id, e.what());
+  }
+}
+
+void MessageProcessor::report_failure(const ClaimedReceipt& receipt, const FailureRecord& failure,
+                                      const std::optional<std::string>& status) {
+  if (!status) {
+    ++stats_.stale;
+    observe(receipt, "stale");
+    log_event(*log_, LogLevel::Info, "attempt failed after its claim went stale",
+              {{"outcome", "stale"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
+               {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)}});
+  } else if (*status == "DEAD") {
+    ++stats_.dead;
+    observe(receipt, "dead");
+    log_event(*log_, LogLevel::Warn, "receipt is DEAD",
+              {{"outcome", "dead"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
+               {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)},
+               {"dead_reason", failure.permanent ? failure.dead_reason : "ATTEMPTS_EXHAUSTED"},
+               {"error_type", failure.error_type}, {"error", failure.message}});
+  } else {
+    ++stats_.retried;
+    observe(receipt, "retried");
+    log_event(*log_, LogLevel::Info, "attempt failed, retrying after backoff",
+              {{"outcome", "retried"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
+               {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)},
+               {"retry_in_ms", std::to_string(failure.retry_delay.count())}, {"error_type", failure.error_type},
+               {"error", failure.message}});
+  }
+}
+
+void MessageProcessor::report_stale(const ClaimedReceipt& receipt, const char* what) {
+  ++stats_.stale;
+  observe(receipt, "stale");
+  log_event(*log_, LogLevel::Info, what,
+            {{"outcome", "stale"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
+             {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)}});
+}
+
+bool MessageProcessor::ended_by_handler(Tx& tx, const std::string& xact_id) noexcept {
+  try {
+    return store_.transaction_ended(tx, xact_id);
+  } catch (...) {
+    // The statement failed: the transaction is aborted (still open, so not ended by a
+    // handler) or the connection is gone. Either way it rolls back as a whole.
+    return false;
   }
 }
 
@@ -294,23 +336,36 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
   try {
     Tx tx = pool_->begin();
     set_deadline(tx, deadline);
-    if (!store_.lock(tx, receipt)) {
-      ++stats_.stale;
-      observe(receipt, "stale");
-      log_event(*log_, LogLevel::Info, "claim went stale before the handler ran",
-                {{"outcome", "stale"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
-                 {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)}});
+    const auto xact_id = store_.lock(tx, receipt);
+    if (!xact_id) {
+      report_stale(receipt, "claim went stale before the handler ran");
       return;
     }
-    {
-      const RunningHandlers running(in_flight_, watchdog, source, tx, deadline);
-      invoke(receipt, tx, deadline, source.signal());
+    std::optional<double> age;
+    try {
+      {
+        const RunningHandlers running(in_flight_, watchdog, source, tx, deadline);
+        invoke(receipt, tx, deadline, source.signal());
+      }
+      if (Clock::now() >= deadline) throw HandlerTimeout("the handler returned after its deadline");
+      age = store_.complete(tx, receipt, *xact_id);
+      if (!age && store_.transaction_ended(tx, *xact_id)) throw HandlerEndedTransaction(kEndedTransactionText);
+    } catch (const HandlerEndedTransaction&) {
+      throw;
+    } catch (const std::exception& e) {
+      // A handler that ended the transaction and then failed is still one whose writes may
+      // have committed: the same DEAD, with the failure it ended in.
+      if (ended_by_handler(tx, *xact_id))
+        throw HandlerEndedTransaction(std::string(kEndedTransactionText) + " (then it failed: " +
+                                      demangled_type(typeid(e)) + ": " + e.what() + ")");
+      throw;
+    } catch (...) {
+      if (ended_by_handler(tx, *xact_id)) throw HandlerEndedTransaction(kEndedTransactionText);
+      throw;
     }
-    if (Clock::now() >= deadline) throw HandlerTimeout("the handler returned after its deadline");
-    const auto age = store_.complete(tx, receipt);
     if (!age) {
-      ++stats_.stale;
-      observe(receipt, "stale");
+      // Rolled back (Tx's destructor): docs/worker.md, a guard that matches no row.
+      report_stale(receipt, "completion found the claim stale; the attempt rolled back");
       return;
     }
     try {
@@ -335,21 +390,25 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
     failure = describe_current_exception(receipt, deadline);
   }
   // The handler's transaction is gone (rolled back) before the failure is recorded.
-  record_failure(receipt, std::move(*failure), nullptr);
+  record_failure(receipt, std::move(*failure));
 }
 
 void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipts, DeadlineWatchdog& watchdog) {
   const auto deadline = Clock::now() + options_.handler_timeout;
   CancellationSource source;
-  bool rerun_individually = false;
+  // What happens after the batch transaction is gone, when it did not commit.
+  enum class Then { RecordFailure, RerunIndividually, EndedTransaction } then = Then::RecordFailure;
   std::optional<FailureRecord> batch_failure;
   std::vector<const ClaimedReceipt*> locked;
+  // The receipts whose handler was called (in order), and those to re-run one by one.
+  std::size_t invoked = 0;
+  std::vector<const ClaimedReceipt*> rerun;
   try {
     Tx tx = pool_->begin();
     set_deadline(tx, deadline);
-    const auto locked_ids = store_.lock_many(tx, receipts);
+    const auto lock = store_.lock_many(tx, receipts);
     for (const auto* r : receipts) {
-      if (std::find(locked_ids.begin(), locked_ids.end(), r->id) != locked_ids.end()) {
+      if (std::find(lock.ids.begin(), lock.ids.end(), r->id) != lock.ids.end()) {
         locked.push_back(r);
       } else {
         ++stats_.stale;
@@ -359,59 +418,117 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
     if (locked.empty()) return;
 
     std::vector<const ClaimedReceipt*> succeeded;
-    {
-      const RunningHandlers running(in_flight_, watchdog, source, tx, deadline);
-      const bool savepoints = options_.batch_failure_mode == BatchFailureMode::Savepoint;
-      // One round trip between two handlers: release the previous savepoint and open the
-      // next in one simple query. COMMIT releases the last one.
-      bool savepoint_open = false;
-      for (const auto* r : locked) {
-        if (savepoints) {
-          tx.work().exec(savepoint_open ? "RELEASE SAVEPOINT boxcar_message; SAVEPOINT boxcar_message"
-                                        : "SAVEPOINT boxcar_message");
-          savepoint_open = true;
-        }
-        try {
-          invoke(*r, tx, deadline, source.signal());
-          succeeded.push_back(r);
-        } catch (...) {
-          if (!savepoints || Clock::now() >= deadline) throw;
-          FailureRecord failure = describe_current_exception(*r, deadline);
-          // Throws when the transaction itself is broken: then the batch fails as a whole.
-          tx.work().exec("ROLLBACK TO SAVEPOINT boxcar_message");
-          record_failure(*r, std::move(failure), &tx);
+    // Savepoint mode: failures recorded in this transaction, reported once it commits.
+    struct RecordedFailure {
+      const ClaimedReceipt* receipt;
+      FailureRecord failure;
+      std::optional<std::string> status;
+    };
+    std::vector<RecordedFailure> failed;
+    std::vector<std::pair<std::int64_t, double>> completed;
+    try {
+      {
+        const RunningHandlers running(in_flight_, watchdog, source, tx, deadline);
+        const bool savepoints = options_.batch_failure_mode == BatchFailureMode::Savepoint;
+        // One round trip between two handlers: release the previous savepoint and open the
+        // next in one simple query. COMMIT releases the last one.
+        bool savepoint_open = false;
+        for (const auto* r : locked) {
+          if (savepoints) {
+            tx.work().exec(savepoint_open ? "RELEASE SAVEPOINT boxcar_message; SAVEPOINT boxcar_message"
+                                          : "SAVEPOINT boxcar_message");
+            savepoint_open = true;
+          }
+          // The handler's after-commit callbacks (NOTIFY, emitted_total) belong to its
+          // savepoint: a rollback to it drops them.
+          const auto callbacks = tx.on_commit_mark();
+          ++invoked;
+          try {
+            invoke(*r, tx, deadline, source.signal());
+            succeeded.push_back(r);
+          } catch (...) {
+            if (!savepoints || Clock::now() >= deadline) throw;
+            FailureRecord failure = describe_current_exception(*r, deadline);
+            // Throws when the transaction itself is broken: then the batch fails as a whole.
+            tx.work().exec("ROLLBACK TO SAVEPOINT boxcar_message");
+            tx.drop_on_commit_since(callbacks);
+            auto status = store_.fail(&tx, *r, failure, options_.max_attempts);
+            failed.push_back({r, std::move(failure), std::move(status)});
+          }
         }
       }
+      if (Clock::now() >= deadline) throw HandlerTimeout("the batch returned after its deadline");
+      if (!succeeded.empty()) completed = store_.complete_many(tx, succeeded, lock.xact_id);
+      if (completed.size() < succeeded.size() && store_.transaction_ended(tx, lock.xact_id))
+        throw HandlerEndedTransaction(kEndedBatchText);
+    } catch (const HandlerEndedTransaction&) {
+      throw;
+    } catch (...) {
+      if (ended_by_handler(tx, lock.xact_id)) throw HandlerEndedTransaction(kEndedBatchText);
+      throw;
     }
-    if (Clock::now() >= deadline) throw HandlerTimeout("the batch returned after its deadline");
-    const auto completed = succeeded.empty() ? decltype(store_.complete_many(tx, succeeded)){}
-                                             : store_.complete_many(tx, succeeded);
-    tx.commit();
-    stats_.completed += completed.size();
-    stats_.stale += succeeded.size() - completed.size();
-    for (const auto* r : succeeded) {
-      const auto done = std::find_if(completed.begin(), completed.end(), [&](const auto& c) { return c.first == r->id; });
-      observe(*r, done == completed.end() ? "stale" : "completed");
-      if (done != completed.end() && options_.metrics) options_.metrics->accept_to_complete(r->consumer, done->second);
+    if (completed.size() < succeeded.size()) {
+      // A completion guard matched no row: as in single-message mode, nothing of the
+      // attempt commits (docs/worker.md). The stale receipts belong to whoever holds their
+      // claim now; the others are re-run one per transaction.
+      tx.rollback();
+      for (const auto* r : locked) {
+        const bool stale = std::find(succeeded.begin(), succeeded.end(), r) != succeeded.end() &&
+                           std::find_if(completed.begin(), completed.end(),
+                                        [&](const auto& c) { return c.first == r->id; }) == completed.end();
+        if (stale) {
+          report_stale(*r, "completion found the claim stale; the whole batch rolled back");
+        } else {
+          rerun.push_back(r);
+        }
+      }
+      then = Then::RerunIndividually;
+    } else {
+      tx.commit();
+      stats_.completed += completed.size();
+      for (const auto& [id, age] : completed) {
+        const auto* r = *std::find_if(succeeded.begin(), succeeded.end(), [&](const auto* s) { return s->id == id; });
+        observe(*r, "completed");
+        if (options_.metrics) options_.metrics->accept_to_complete(r->consumer, age);
+      }
+      for (const auto& f : failed) report_failure(*f.receipt, f.failure, f.status);
+      return;
     }
-    return;
+  } catch (const HandlerEndedTransaction&) {
+    batch_failure = describe_current_exception(*receipts.front(), deadline);
+    then = Then::EndedTransaction;
   } catch (...) {
     if (options_.batch_failure_mode == BatchFailureMode::Rerun && Clock::now() < deadline && !locked.empty()) {
-      rerun_individually = true;
+      then = Then::RerunIndividually;
+      rerun = locked;
     } else {
       batch_failure = describe_current_exception(*receipts.front(), deadline);
     }
   }
-  // Rolled back as a whole: nothing of this batch committed. Re-run one by one, or record
-  // the shared failure (timeout, lost connection) for every message of the batch.
-  if (rerun_individually) {
-    for (const auto* r : locked) process_one(*r, watchdog);
-    return;
-  }
-  for (const auto* r : (locked.empty() ? receipts : locked)) {
-    FailureRecord failure = *batch_failure;
-    failure.retry_delay = backoff_delay(options_.backoff, r->attempt);
-    record_failure(*r, std::move(failure), nullptr);
+  // Rolled back as a whole: nothing of this batch committed through the worker.
+  switch (then) {
+    case Then::RerunIndividually:
+      for (const auto* r : rerun) process_one(*r, watchdog);
+      return;
+    case Then::EndedTransaction:
+      // Every handler that ran may have written durably (before the end through its
+      // COMMIT, after it in autocommit); a handler that never ran is re-run normally.
+      for (std::size_t i = 0; i < locked.size(); ++i) {
+        if (i < invoked) {
+          record_failure(*locked[i], *batch_failure);
+        } else {
+          process_one(*locked[i], watchdog);
+        }
+      }
+      return;
+    case Then::RecordFailure:
+      // The shared failure (timeout, lost connection) for every message of the batch.
+      for (const auto* r : (locked.empty() ? receipts : locked)) {
+        FailureRecord failure = *batch_failure;
+        failure.retry_delay = backoff_delay(options_.backoff, r->attempt);
+        record_failure(*r, std::move(failure));
+      }
+      return;
   }
 }
 

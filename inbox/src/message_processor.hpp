@@ -67,8 +67,16 @@ class MessageProcessor {
   void invoke(const ClaimedReceipt& receipt, Tx& tx, std::chrono::steady_clock::time_point deadline,
               const CancellationSignal& signal);
   void set_deadline(Tx& tx, std::chrono::steady_clock::time_point deadline);
-  /// Records the failure in `tx` (batched savepoint mode) or in its own statement.
-  void record_failure(const ClaimedReceipt& receipt, FailureRecord failure, Tx* tx);
+  /// Records the failure in its own statement, then reports it.
+  void record_failure(const ClaimedReceipt& receipt, FailureRecord failure);
+  /// Stats, metric and log of a recorded failure whose write returned `status`
+  /// (nullopt: the claim was stale). Batched savepoint mode calls it only after commit.
+  void report_failure(const ClaimedReceipt& receipt, const FailureRecord& failure,
+                      const std::optional<std::string>& status);
+  void report_stale(const ClaimedReceipt& receipt, const char* what);
+  /// True when a handler ended `tx` (raw COMMIT/ROLLBACK/END); false when it is still
+  /// the database transaction `xact_id` or cannot be asked (aborted, connection lost).
+  bool ended_by_handler(Tx& tx, const std::string& xact_id) noexcept;
   FailureRecord describe_current_exception(const ClaimedReceipt& receipt,
                                            std::chrono::steady_clock::time_point deadline) const;
   /// Filters out receipts that need no handler call (exhausted by lease recovery,

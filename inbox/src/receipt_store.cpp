@@ -44,6 +44,7 @@ ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::stri
   lock_many_ = with_schema(worker_sql::kLockMany, schema);
   complete_ = with_schema(worker_sql::kComplete, schema);
   complete_many_ = with_schema(worker_sql::kCompleteMany, schema);
+  transaction_ended_ = worker_sql::kTransactionEnded;
   fail_ = with_schema(worker_sql::kFail, schema);
   hand_back_ = with_schema(worker_sql::kHandBack, schema);
 }
@@ -61,31 +62,40 @@ std::vector<ClaimedReceipt> ReceiptStore::recover_expired(const std::string& con
                                 max_attempts));
 }
 
-bool ReceiptStore::lock(Tx& tx, const ClaimedReceipt& receipt) {
-  return !tx.exec_prepared("boxcar.worker.lock." + schema_, lock_, receipt.id, receipt.claim_token).empty();
+std::optional<std::string> ReceiptStore::lock(Tx& tx, const ClaimedReceipt& receipt) {
+  const auto rows = tx.exec_prepared("boxcar.worker.lock." + schema_, lock_, receipt.id, receipt.claim_token);
+  if (rows.empty()) return std::nullopt;
+  return rows[0]["xact_id"].as<std::string>();
 }
 
-std::vector<std::int64_t> ReceiptStore::lock_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts) {
-  std::vector<std::int64_t> ids;
-  for (const auto& row : tx.exec_prepared("boxcar.worker.lock_many." + schema_, lock_many_,
-                                          id_array(receipts), token_array(receipts)))
-    ids.push_back(row[0].as<std::int64_t>());
-  return ids;
+ReceiptStore::LockedBatch ReceiptStore::lock_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts) {
+  LockedBatch locked;
+  for (const auto& row : tx.exec_prepared("boxcar.worker.lock_many." + schema_, lock_many_, id_array(receipts),
+                                          token_array(receipts))) {
+    locked.ids.push_back(row["id"].as<std::int64_t>());
+    locked.xact_id = row["xact_id"].as<std::string>();
+  }
+  return locked;
 }
 
-std::optional<double> ReceiptStore::complete(Tx& tx, const ClaimedReceipt& receipt) {
-  const auto rows = tx.exec_prepared("boxcar.worker.complete." + schema_, complete_, receipt.id, receipt.claim_token);
+std::optional<double> ReceiptStore::complete(Tx& tx, const ClaimedReceipt& receipt, const std::string& xact_id) {
+  const auto rows =
+      tx.exec_prepared("boxcar.worker.complete." + schema_, complete_, receipt.id, receipt.claim_token, xact_id);
   if (rows.empty()) return std::nullopt;
   return rows[0][0].as<double>();
 }
 
 std::vector<std::pair<std::int64_t, double>> ReceiptStore::complete_many(
-    Tx& tx, std::span<const ClaimedReceipt* const> receipts) {
+    Tx& tx, std::span<const ClaimedReceipt* const> receipts, const std::string& xact_id) {
   std::vector<std::pair<std::int64_t, double>> completed;
   for (const auto& row : tx.exec_prepared("boxcar.worker.complete_many." + schema_, complete_many_,
-                                          id_array(receipts), token_array(receipts)))
+                                          id_array(receipts), token_array(receipts), xact_id))
     completed.emplace_back(row[0].as<std::int64_t>(), row[1].as<double>());
   return completed;
+}
+
+bool ReceiptStore::transaction_ended(Tx& tx, const std::string& xact_id) {
+  return tx.exec_prepared("boxcar.worker.transaction_ended", transaction_ended_, xact_id)[0][0].as<bool>();
 }
 
 std::optional<std::string> ReceiptStore::fail(Tx* tx, const ClaimedReceipt& receipt,

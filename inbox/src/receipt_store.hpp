@@ -18,7 +18,8 @@ namespace boxcar::detail {
 /// What a failed attempt records.
 struct FailureRecord {
   bool permanent = false;
-  /// DEAD reason when permanent: HANDLER_PERMANENT, UNSUPPORTED_EVENT.
+  /// DEAD reason when permanent: HANDLER_PERMANENT, UNSUPPORTED_EVENT,
+  /// HANDLER_ENDED_TRANSACTION.
   std::string dead_reason;
   std::string error_type;
   std::string message;
@@ -36,16 +37,28 @@ class ReceiptStore {
   std::vector<ClaimedReceipt> recover_expired(const std::string& consumer, std::size_t limit,
                                               std::chrono::milliseconds lease, int max_attempts);
 
-  /// Locks the receipt in `tx` if it is still claimed under its token.
-  bool lock(Tx& tx, const ClaimedReceipt& receipt);
-  /// Locks every receipt still claimed under its token; returns their ids.
-  std::vector<std::int64_t> lock_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts);
-  /// Completes the receipt in `tx`; returns seconds since it was accepted, or nullopt
-  /// when the claim went stale.
-  std::optional<double> complete(Tx& tx, const ClaimedReceipt& receipt);
-  /// Completes the receipts in `tx`; returns (id, seconds since accepted) of those that
-  /// were still claimed.
-  std::vector<std::pair<std::int64_t, double>> complete_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts);
+  /// Locks the receipt in `tx` if it is still claimed under its token; returns the
+  /// database transaction id (xid8 as text) for complete(), or nullopt when stale.
+  std::optional<std::string> lock(Tx& tx, const ClaimedReceipt& receipt);
+  struct LockedBatch {
+    std::vector<std::int64_t> ids;
+    std::string xact_id;  // empty when nothing was locked
+  };
+  /// Locks every receipt still claimed under its token; returns their ids and the
+  /// database transaction id.
+  LockedBatch lock_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts);
+  /// Completes the receipt in `tx`, if `tx` is still the database transaction `xact_id`
+  /// that locked it; returns seconds since it was accepted, or nullopt when the claim
+  /// went stale or the transaction was ended (tell them apart with transaction_ended()).
+  std::optional<double> complete(Tx& tx, const ClaimedReceipt& receipt, const std::string& xact_id);
+  /// Completes the receipts in `tx` under the same check; returns (id, seconds since
+  /// accepted) of those that were still claimed.
+  std::vector<std::pair<std::int64_t, double>> complete_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts,
+                                                             const std::string& xact_id);
+  /// True when statements on `tx` no longer run in the database transaction `xact_id`:
+  /// a handler ended it with a raw COMMIT, ROLLBACK or END.
+  /// @throws pqxx errors, e.g. when the transaction is aborted (it is then still open).
+  bool transaction_ended(Tx& tx, const std::string& xact_id);
 
   /// Records a failed attempt, in `tx` when given, else in its own autocommit statement.
   /// Returns the new status ("RETRYABLE" or "DEAD"), or nullopt when the claim was stale.
@@ -57,7 +70,7 @@ class ReceiptStore {
  private:
   std::shared_ptr<ConnectionPool> pool_;
   std::string schema_;
-  std::string claim_, recover_, lock_, lock_many_, complete_, complete_many_, fail_, hand_back_;
+  std::string claim_, recover_, lock_, lock_many_, complete_, complete_many_, transaction_ended_, fail_, hand_back_;
 };
 
 /// "{1,2,3}" and "{uuid,uuid}": PostgreSQL array literals of ids and claim tokens, whose

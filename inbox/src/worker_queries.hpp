@@ -69,19 +69,22 @@ WHERE r.id = expired.id
 #undef BOXCAR_CLAIM_RETURNING
 
 // First statement of a message transaction: the claim is still ours, and from now on a
-// re-claimer's SKIP LOCKED passes over this row while the handler runs.
+// re-claimer's SKIP LOCKED passes over this row while the handler runs. It also returns
+// the transaction's id (the row lock assigns one anyway): the completion checks that it
+// still runs in this transaction, which a handler's raw COMMIT or ROLLBACK would end.
 inline constexpr const char* kLock = R"sql(
-SELECT id
+SELECT id, pg_current_xact_id()::text AS xact_id
 FROM {schema}.inbox_receipts
 WHERE id = $1
   AND claim_token = $2::uuid
 FOR NO KEY UPDATE
 )sql";
 
-// Batched mode: lock every receipt of the batch still claimed under its token.
+// Batched mode: lock every receipt of the batch still claimed under its token, and
+// return the transaction's id as kLock does.
 // $1: bigint[] of ids, $2: uuid[] of tokens, pairwise.
 inline constexpr const char* kLockMany = R"sql(
-SELECT r.id
+SELECT r.id, pg_current_xact_id()::text AS xact_id
 FROM {schema}.inbox_receipts AS r
 JOIN unnest($1::bigint[], $2::uuid[]) AS c(id, token)
   ON r.id = c.id AND r.claim_token = c.token
@@ -89,6 +92,11 @@ ORDER BY r.id
 FOR NO KEY UPDATE OF r
 )sql";
 
+// The guarded completion. $3 is the transaction id kLock returned: after a raw COMMIT
+// or ROLLBACK in the handler, libpqxx 6.4 carries on and every later statement runs in
+// its own autocommit transaction, so without that check this UPDATE would commit
+// COMPLETED on its own. There the id is unassigned (NULL) or another one and no row
+// matches. The sub-select is evaluated once, before any row is updated.
 inline constexpr const char* kComplete = R"sql(
 UPDATE {schema}.inbox_receipts
 SET status = 'COMPLETED',
@@ -100,9 +108,11 @@ SET status = 'COMPLETED',
 WHERE id = $1
   AND claim_token = $2::uuid
   AND status = 'PROCESSING'
+  AND (SELECT pg_catalog.pg_current_xact_id_if_assigned()) = $3::xid8
 RETURNING extract(epoch FROM now() - created_at)::float8
 )sql";
 
+// kComplete for a batch; $3 as in kComplete.
 inline constexpr const char* kCompleteMany = R"sql(
 UPDATE {schema}.inbox_receipts AS r
 SET status = 'COMPLETED',
@@ -115,7 +125,15 @@ FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
 WHERE r.id = c.id
   AND r.claim_token = c.token
   AND r.status = 'PROCESSING'
+  AND (SELECT pg_catalog.pg_current_xact_id_if_assigned()) = $3::xid8
 RETURNING r.id, extract(epoch FROM now() - r.created_at)::float8
+)sql";
+
+// After a guard matched no row, or a handler failed: true when the statement no longer
+// runs in the transaction kLock started ($1), i.e. a handler ended it with a raw COMMIT,
+// ROLLBACK or END (autocommit: no id; COMMIT AND CHAIN: another id).
+inline constexpr const char* kTransactionEnded = R"sql(
+SELECT pg_catalog.pg_current_xact_id_if_assigned() IS DISTINCT FROM $1::xid8
 )sql";
 
 // A failed attempt: RETRYABLE after a backoff, or DEAD when it was the last attempt or

@@ -54,7 +54,7 @@ OutboxEmitter::OutboxEmitter(std::shared_ptr<ConnectionPool> pool, OutboxOptions
 
 OutboxEmitter::~OutboxEmitter() = default;
 
-EmittedEvent OutboxEmitter::emit(Tx& tx, const OutboxMessage& message, const EmitOptions& options) {
+EmittedEvent OutboxEmitter::emit(TxView tx, const OutboxMessage& message, const EmitOptions& options) {
   check_text(message.event_type, "event_type", true);
   if (message.schema_version < 1)
     throw OutboxValidationError("OUTBOX_SCHEMA_VERSION_INVALID", "schema_version",

@@ -54,6 +54,10 @@ void Tx::on_commit(std::function<void()> callback) {
   on_commit_.push_back(std::move(callback));
 }
 
+void Tx::drop_on_commit_since(std::size_t mark) noexcept {
+  if (mark < on_commit_.size()) on_commit_.erase(on_commit_.begin() + static_cast<std::ptrdiff_t>(mark), on_commit_.end());
+}
+
 void Tx::rollback() noexcept {
   if (!work_) return;
   try {

@@ -2,7 +2,11 @@
 // neither loses the others' work nor leaves its own writes behind.
 #include <catch2/catch.hpp>
 
+#include <thread>
+
 #include "boxcar/inbox/worker.hpp"
+#include "boxcar/outbox/outbox_emitter.hpp"
+#include "order_events.hpp"
 #include "worker_fixture.hpp"
 
 using namespace boxcar;
@@ -50,6 +54,13 @@ void run_batch_with_one_failure(BatchFailureMode mode) {
   CHECK(calls >= 11);
 }
 
+double emitted_total(Metrics& metrics) {
+  const std::string text = metrics.serialize();
+  const std::string prefix = R"(boxcar_outbox_emitted_total{event_type="order.projected",topic="orders.projected"} )";
+  const auto at = text.find(prefix);
+  return at == std::string::npos ? 0.0 : std::stod(text.substr(at + prefix.size()));
+}
+
 }  // namespace
 
 TEST_CASE("batched mode with savepoints keeps the others' work when one handler fails") {
@@ -86,4 +97,87 @@ TEST_CASE("a batch that runs past its deadline commits nothing and every message
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 5);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows") == 5);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE attempt = 2") == 5);
+}
+
+TEST_CASE("in savepoint mode a handler rolled back to its savepoint leaves no after-commit effect of its emits") {
+  TestDatabase db;
+  auto pool = db.pool(6);
+  auto metrics = std::make_shared<Metrics>();
+  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
+  OutboxEmitter outbox(pool, {.schema = db.schema(), .notify = false, .metrics = metrics});
+  std::vector<AcceptRequest> batch;
+  for (int i = 0; i < 5; ++i) batch.push_back(message("c.v1", "m-" + std::to_string(i)));
+  inbox.accept_many(batch);
+  Worker worker(pool,
+                {.schema = db.schema(),
+                 .consumers = {"c.v1"},
+                 .batch_size = 5,
+                 .batch_failure_mode = BatchFailureMode::Savepoint,
+                 .lease = 5s,
+                 .handler_timeout = 3s,
+                 .backoff = {.base = 0ms, .cap = 0ms}},
+                {{.consumer = "c.v1",
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
+                    outbox.emit(c.tx, OrderProjected{c.message_id}, {.scope = c.scope});
+                    if (c.message_id == "m-3" && c.attempt == 1) throw std::runtime_error("m-3 fails once");
+                  })}});
+  worker.drain();
+
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 5);
+  // Four emits committed with the batch and one with m-3's retry; the emit rolled back
+  // to m-3's savepoint is neither stored nor counted.
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.outbox_events") == 5);
+  CHECK(emitted_total(*metrics) == 5);
+}
+
+TEST_CASE("a batch in which one completion guard matches no row commits nothing, and its messages are retried") {
+  const auto mode = GENERATE(BatchFailureMode::Rerun, BatchFailureMode::Savepoint);
+  CAPTURE(mode == BatchFailureMode::Rerun ? "rerun" : "savepoint");
+  TestDatabase db;
+  create_app_table(db);
+  auto pool = db.pool(6);
+  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
+  std::vector<AcceptRequest> batch;
+  for (int i = 0; i < 5; ++i) batch.push_back(message("c.v1", "m-" + std::to_string(i)));
+  inbox.accept_many(batch);
+  const std::string table = db.qualified("{schema}.app_rows");
+  const std::string receipts = db.qualified("{schema}.inbox_receipts");
+  const auto lease = 1500ms;
+  Worker worker(pool,
+                {.schema = db.schema(),
+                 .consumers = {"c.v1"},
+                 .batch_size = 5,
+                 .batch_failure_mode = mode,
+                 .lease = lease,
+                 .handler_timeout = 500ms,
+                 .backoff = {.base = 0ms, .cap = 0ms}},
+                {{.consumer = "c.v1",
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
+                    insert_app_row(table, c);
+                    // The worker's row lock keeps real re-claimers out while the batch
+                    // runs, so the claim is taken over from inside: m-2's first attempt
+                    // replaces its claim token as a re-claimer would.
+                    if (c.message_id == "m-2" && c.attempt == 1)
+                      c.tx.exec("UPDATE " + receipts + " SET claim_token = gen_random_uuid() WHERE message_id = $1",
+                                c.message_id);
+                  })}});
+  worker.drain();
+
+  // Nothing of the stale attempt committed: no row of m-2, whose claim (the token
+  // change rolled back with the batch) waits for its lease to expire. The others were
+  // re-run one per transaction and completed.
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE message_id = 'm-2'") == 0);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'm-2' AND status = 'PROCESSING'") ==
+        1);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 4);
+  CHECK(worker.stats().stale >= 1);
+
+  std::this_thread::sleep_for(lease + 200ms);
+  worker.drain();
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 5);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows") == 5);
+  CHECK(db.scalar("SELECT count(DISTINCT message_id) FROM {schema}.app_rows") == 5);
+  CHECK(db.scalar("SELECT attempt FROM {schema}.app_rows WHERE message_id = 'm-2'") == 2);
 }

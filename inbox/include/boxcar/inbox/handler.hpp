@@ -13,17 +13,19 @@
 #include "boxcar/runtime/scope.hpp"
 #include "boxcar/runtime/cancellation.hpp"
 #include "boxcar/runtime/error.hpp"
-#include "boxcar/runtime/tx.hpp"
+#include "boxcar/runtime/tx_view.hpp"
 
 namespace boxcar {
 
 /// Everything a handler knows about the message it processes.
 struct HandlerContext {
   /// The transaction the worker commits together with the receipt's completion. Every
-  /// database write of the handler goes through it; do not commit it. Writes made
+  /// database write of the handler goes through it. It is a view: it runs statements
+  /// but cannot commit or roll back, and a raw exec("COMMIT") (or ROLLBACK, END) makes
+  /// the receipt DEAD (HANDLER_ENDED_TRANSACTION) instead of COMPLETED. Writes made
   /// elsewhere (another connection, an HTTP call) are not part of the atomic outcome
   /// and cannot be undone when the attempt fails.
-  Tx& tx;
+  TxView tx;
   const Scope& scope;
   const std::string& source;
   const std::string& consumer;

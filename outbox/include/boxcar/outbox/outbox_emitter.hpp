@@ -6,7 +6,7 @@
 //               {.scope = context.scope, .causation_id = context.message_id});
 //
 // Thread-safety: OutboxEmitter is thread-safe; share one per process. emit() uses the
-// given transaction only (never commits it).
+// given transaction only, through a TxView that cannot commit it; an owning Tx converts.
 #pragma once
 
 #include <chrono>
@@ -20,7 +20,7 @@
 #include "boxcar/runtime/canonical_json.hpp"
 #include "boxcar/runtime/metrics.hpp"
 #include "boxcar/runtime/scope.hpp"
-#include "boxcar/runtime/tx.hpp"
+#include "boxcar/runtime/tx_view.hpp"
 
 namespace boxcar {
 
@@ -67,13 +67,15 @@ class OutboxEmitter {
   OutboxEmitter(const OutboxEmitter&) = delete;
   OutboxEmitter& operator=(const OutboxEmitter&) = delete;
 
-  /// Writes `message` into the outbox in `tx` (not committed here).
+  /// Writes `message` into the outbox in `tx` (not committed here). The NOTIFY wake-up
+  /// and the emitted_total count run after `tx` commits, never after a rollback or a
+  /// rollback to a savepoint taken before the emit.
   /// @throws OutboxValidationError before writing anything;
   ///   pqxx exceptions from the insert, as any statement in `tx` would.
-  EmittedEvent emit(Tx& tx, const OutboxMessage& message, const EmitOptions& options);
+  EmittedEvent emit(TxView tx, const OutboxMessage& message, const EmitOptions& options);
 
   template <OutboxEvent E>
-  EmittedEvent emit(Tx& tx, const E& event, const EmitOptions& options) {
+  EmittedEvent emit(TxView tx, const E& event, const EmitOptions& options) {
     nlohmann::json payload;
     to_json(payload, event);
     return emit(tx,

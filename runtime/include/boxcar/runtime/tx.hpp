@@ -1,13 +1,15 @@
-// boxcar::Tx — the one transaction type of Boxcar. Inbox handlers receive it as
-// `context.tx`, OutboxEmitter::emit writes into it, and application code may open its
-// own with ConnectionPool::begin(). It owns a pooled connection and a libpqxx
-// read-committed transaction on it.
+// boxcar::Tx — the one transaction type of Boxcar: whoever opens it (the worker,
+// application code through ConnectionPool::begin()) commits it. Code that only writes in
+// someone else's transaction — inbox handlers (`context.tx`), OutboxEmitter::emit — gets
+// a boxcar::TxView of it (tx_view.hpp), which cannot end it. A Tx owns a pooled
+// connection and a libpqxx read-committed transaction on it.
 //
 // Lifetime: RAII. A Tx that is destroyed without commit() rolls back, and its connection
 // goes back to the pool only if that rollback succeeded.
 // Thread-safety: none; a Tx is used by one thread at a time. Move-only.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -46,8 +48,9 @@ class Tx {
     return work().exec_prepared(name, std::forward<Args>(args)...);
   }
 
-  /// The underlying libpqxx transaction, for application code written against libpqxx.
-  /// Do not commit or abort it directly: use commit() and rollback().
+  /// The underlying libpqxx transaction, for the owner's code written against libpqxx.
+  /// Do not commit or abort it directly: use commit() and rollback(). Not reachable
+  /// through a TxView.
   pqxx::work& work();
   /// The connection this transaction runs on (e.g. to cancel a running query from
   /// another thread with cancel_query()).
@@ -69,6 +72,13 @@ class Tx {
   /// Callbacks run on the committing thread in registration order; exceptions they throw
   /// are swallowed (the commit already happened).
   void on_commit(std::function<void()> callback);
+  /// A mark for drop_on_commit_since(): how many callbacks are registered now. Take it
+  /// together with a SAVEPOINT.
+  std::size_t on_commit_mark() const noexcept { return on_commit_.size(); }
+  /// Forgets the callbacks registered after `mark`: after ROLLBACK TO SAVEPOINT their
+  /// statements are undone, so they must not run at commit (no NOTIFY, no count for a
+  /// row that never committed). Never throws.
+  void drop_on_commit_since(std::size_t mark) noexcept;
 
  private:
   PooledConnection connection_;
