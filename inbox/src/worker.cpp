@@ -45,7 +45,19 @@ std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& option
   }
   if (!options.enabled) return by_consumer;
   if (options.owned_consumers.empty()) {
-    for (const auto& [consumer, entry] : by_consumer) owned.push_back(consumer);
+    // No explicit list: the worker owns every declared consumer, so a forgotten handler
+    // fails here instead of leaving that consumer's backlog PENDING forever.
+    if (options.consumers.empty())
+      throw ConfigError("worker.consumers", "the worker would own no consumer: the module declares none "
+                                            "(declare its consumers, or set worker.enabled = false)");
+    for (const auto& consumer : options.consumers) {
+      if (!by_consumer.contains(consumer))
+        throw ConfigError("worker.consumers",
+                          "consumer '" + consumer + "' has no registered handler, and an enabled worker without "
+                          "a worker.consumers list owns every declared consumer: register its handler, list "
+                          "the consumers this worker owns in worker.consumers, or set worker.enabled = false");
+      if (std::find(owned.begin(), owned.end(), consumer) == owned.end()) owned.push_back(consumer);
+    }
   } else {
     for (const auto& consumer : options.owned_consumers) {
       if (!declared.contains(consumer))

@@ -44,8 +44,9 @@ struct WorkerOptions {
   std::vector<std::string> consumers{};
   /// worker.enabled: false makes start() a no-op (an ingress-only process).
   bool enabled = true;
-  /// worker.consumers: the consumers this worker claims. Empty: every consumer that has
-  /// a handler.
+  /// worker.consumers: the consumers this worker claims. Empty: every declared consumer,
+  /// each of which then needs a handler. To run without one consumer's handler, list the
+  /// others here (or disable the worker).
   std::vector<std::string> owned_consumers{};
   /// Handler threads.
   std::size_t concurrency = 4;
@@ -89,7 +90,9 @@ class Worker {
  public:
   /// Validates the configuration.
   /// @throws ConfigError naming the key: "worker.consumers" for an owned consumer with no
-  ///   handler or not declared, "handlers" for two handlers of one consumer or a handler
+  ///   handler (with no explicit list an enabled worker owns every declared consumer, so
+  ///   each needs a handler) or not declared, and for an enabled worker that would own
+  ///   no consumer; "handlers" for two handlers of one consumer or a handler
   ///   of an undeclared consumer, "worker.lease" when the lease does not exceed the
   ///   handler timeout by at least a second, "pool.size" when the pool has fewer than
   ///   concurrency + 1 connections, and for zero/negative sizes.
