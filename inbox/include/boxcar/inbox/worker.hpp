@@ -84,6 +84,9 @@ struct WorkerStats {
   std::uint64_t lease_expired = 0;
   std::uint64_t handed_back = 0;
   std::uint64_t handler_calls = 0;
+  /// Handler threads given up on: their handler ignored its deadline (or the shutdown
+  /// grace) and kept running; each was replaced (see Worker::abandoned_handlers()).
+  std::uint64_t abandoned_handlers = 0;
 };
 
 class Worker {
@@ -115,10 +118,16 @@ class Worker {
   /// The consumers this worker claims (empty when disabled).
   const std::vector<std::string>& owned_consumers() const noexcept;
   WorkerStats stats() const;
+  /// Handler threads abandoned since construction. Non-zero means some handler ignored
+  /// cancellation and may still be running on a detached thread: a process should exit
+  /// with a failure status (the host's role commands do) so it gets restarted clean.
+  std::uint64_t abandoned_handlers() const;
 
  private:
   class Impl;
-  std::unique_ptr<Impl> impl_;
+  // Shared with the handler threads: an abandoned one keeps the Impl (and everything
+  // its handler might touch) alive until it returns, even after ~Worker.
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace boxcar

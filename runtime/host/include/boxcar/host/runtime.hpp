@@ -15,6 +15,7 @@
 //   }
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -59,6 +60,10 @@ class Runtime {
   /// in flight), collector, HTTP. Idempotent.
   void stop();
 
+  /// Handler threads the worker abandoned (see Worker::abandoned_handlers()); 0 without
+  /// a worker. Role commands exit with status 1 when this is non-zero.
+  std::uint64_t abandoned_handlers() const;
+
   /// The bound HTTP port (0 when the server is disabled).
   int http_port() const;
   /// Database reachable, migrations at this build's version, and for a publisher the
@@ -77,7 +82,8 @@ class Runtime {
 ///   dead list|show|retry|discard ...     operator recovery of DEAD records
 ///   purge [...]                          retention of finished rows
 ///   config check                         print the effective configuration (secrets redacted)
-/// Returns the process exit code (0 ok, 1 failure, 2 usage or configuration error).
+/// Returns the process exit code (0 ok, 1 failure, 2 usage or configuration error). A role
+/// whose worker abandoned a handler thread exits 1 after its graceful stop.
 int run_cli(int argc, char** argv, Runtime::HandlerFactory handlers = {});
 
 }  // namespace boxcar
