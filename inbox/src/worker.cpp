@@ -388,14 +388,16 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     }
   }
 
+  // The identities of `batch`, comma-separated, for the log line of an abandonment.
   static void describe(Slot& slot, const std::vector<detail::ClaimedReceipt>& batch) {
+    std::set<std::string> consumers;
     slot.consumers.clear();
     slot.message_ids.clear();
     slot.receipt_ids.clear();
     slot.attempts.clear();
     for (const auto& r : batch) {
-      const char* sep = slot.message_ids.empty() ? "" : ",";
-      if (slot.consumers.find(r.consumer) == std::string::npos) slot.consumers += (slot.consumers.empty() ? "" : ",") + r.consumer;
+      const std::string sep = slot.message_ids.empty() ? "" : ",";
+      if (consumers.insert(r.consumer).second) slot.consumers += (slot.consumers.empty() ? "" : ",") + r.consumer;
       slot.message_ids += sep + r.message_id;
       slot.receipt_ids += sep + std::to_string(r.id);
       slot.attempts += sep + std::to_string(r.attempt);

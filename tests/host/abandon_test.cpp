@@ -62,7 +62,8 @@ TEST_CASE("a worker process with an abandoned handler stops within its grace and
     _exit(127);
   }
   const auto status = [&](const std::string& id) {
-    return db.query("SELECT status FROM {schema}.inbox_receipts WHERE message_id = '" + id + "'")[0][0].as<std::string>();
+    return db.query("SELECT status FROM {schema}.inbox_receipts WHERE message_id = '" + id + "'")[0][0]
+        .as<std::string>();
   };
   CHECK(eventually([&] {
     return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 5 &&

@@ -41,7 +41,8 @@ struct Setup {
   std::string table = db.qualified("{schema}.app_rows");
   Setup() { create_app_table(db); }
   std::string status_of(const std::string& id) const {
-    return db.query("SELECT status FROM {schema}.inbox_receipts WHERE message_id = '" + id + "'")[0][0].as<std::string>();
+    return db.query("SELECT status FROM {schema}.inbox_receipts WHERE message_id = '" + id + "'")[0][0]
+        .as<std::string>();
   }
   std::int64_t count(const std::string& where) const {
     return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE " + where);
@@ -88,19 +89,19 @@ void run_with_stuck_handler(bool keep_querying) {
   });
   const std::weak_ptr<InboxHandler> handler_alive = body;
   auto metrics = std::make_shared<Metrics>();
-  auto worker = std::make_unique<Worker>(s.pool,
-                                         WorkerOptions{.schema = s.db.schema(),
-                                                       .consumers = {kConsumer},
-                                                       .concurrency = 2,
-                                                       .lease = 2s,
-                                                       .handler_timeout = 500ms,
-                                                       .max_attempts = 1,
-                                                       .backoff = {.base = 0ms, .cap = 0ms},
-                                                       .poll_interval = 100ms,
-                                                       .shutdown_grace = 1s,
-                                                       .metrics = metrics},
-                                         std::vector<HandlerRegistration>{
-                                             {.consumer = kConsumer, .supports = {{"thing.happened", 1}}, .handler = body}});
+  const WorkerOptions options{.schema = s.db.schema(),
+                              .consumers = {kConsumer},
+                              .concurrency = 2,
+                              .lease = 2s,
+                              .handler_timeout = 500ms,
+                              .max_attempts = 1,
+                              .backoff = {.base = 0ms, .cap = 0ms},
+                              .poll_interval = 100ms,
+                              .shutdown_grace = 1s,
+                              .metrics = metrics};
+  auto worker = std::make_unique<Worker>(
+      s.pool, options,
+      std::vector<HandlerRegistration>{{.consumer = kConsumer, .supports = {{"thing.happened", 1}}, .handler = body}});
   body.reset();
   s.inbox.accept(message(kConsumer, "stuck"));
   worker->start();
@@ -138,8 +139,8 @@ void run_with_stuck_handler(bool keep_querying) {
 
 }  // namespace
 
-TEST_CASE("a handler that ignores cancellation is abandoned at its deadline and replaced; the rest completes and "
-          "stop returns") {
+TEST_CASE("a handler that ignores cancellation is abandoned at its deadline and replaced, the other messages "
+          "complete and stop returns") {
   run_with_stuck_handler(false);
 }
 
