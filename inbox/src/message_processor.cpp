@@ -56,7 +56,7 @@ class RunningHandlers {
   RunningHandlers(InFlightRegistry& registry, DeadlineWatchdog& watchdog, CancellationSource& source, Tx& tx,
                   Clock::time_point deadline)
       : registry_(registry),
-        key_(registry.add({&source, &tx.connection()})),
+        key_(registry.add({&source, &tx.connection(), deadline})),
         armed_(watchdog, deadline, [&source, &connection = tx.connection()] {
           source.cancel();
           connection.cancel_query();
@@ -76,40 +76,6 @@ class RunningHandlers {
 WorkerStats AtomicWorkerStats::snapshot() const {
   return {claimed.load(), completed.load(), retried.load(), dead.load(), stale.load(),
           unsupported.load(), lease_expired.load(), handed_back.load(), handler_calls.load()};
-}
-
-std::size_t InFlightRegistry::add(Entry entry) {
-  std::lock_guard lock(mutex_);
-  if (cancelled_) entry.source->cancel();
-  entries_.emplace(next_, entry);
-  return next_++;
-}
-
-void InFlightRegistry::remove(std::size_t key) {
-  std::lock_guard lock(mutex_);
-  entries_.erase(key);
-}
-
-void InFlightRegistry::cancel_signals() {
-  std::lock_guard lock(mutex_);
-  cancelled_ = true;
-  for (auto& [key, entry] : entries_) entry.source->cancel();
-}
-
-void InFlightRegistry::cancel_queries() {
-  std::lock_guard lock(mutex_);
-  for (auto& [key, entry] : entries_) {
-    try {
-      entry.connection->cancel_query();
-    } catch (...) {
-      // The query may have ended meanwhile.
-    }
-  }
-}
-
-std::size_t InFlightRegistry::size() const {
-  std::lock_guard lock(mutex_);
-  return entries_.size();
 }
 
 bool HandlerEntry::supports_pair(const std::string& event_type, int schema_version) const {

@@ -14,6 +14,7 @@
 #include "boxcar/inbox/worker.hpp"
 #include "claimed_receipt.hpp"
 #include "deadline_watchdog.hpp"
+#include "in_flight_registry.hpp"
 #include "receipt_store.hpp"
 
 namespace boxcar::detail {
@@ -22,28 +23,6 @@ struct AtomicWorkerStats {
   std::atomic<std::uint64_t> claimed{0}, completed{0}, retried{0}, dead{0}, stale{0}, unsupported{0},
       lease_expired{0}, handed_back{0}, handler_calls{0};
   WorkerStats snapshot() const;
-};
-
-/// Transactions whose handlers are running, so shutdown can signal and cut them off.
-class InFlightRegistry {
- public:
-  struct Entry {
-    CancellationSource* source;
-    pqxx::connection* connection;
-  };
-  std::size_t add(Entry entry);
-  void remove(std::size_t key);
-  /// Fires every in-flight signal, and every later one at once (shutdown began).
-  void cancel_signals();
-  /// Cancels the running query of every in-flight transaction (grace period over).
-  void cancel_queries();
-  std::size_t size() const;
-
- private:
-  mutable std::mutex mutex_;
-  std::map<std::size_t, Entry> entries_;
-  std::size_t next_ = 0;
-  bool cancelled_ = false;
 };
 
 struct HandlerEntry {

@@ -40,6 +40,7 @@ ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::stri
     : pool_(std::move(pool)), schema_(schema) {
   claim_ = with_schema(worker_sql::kClaim, schema);
   recover_ = with_schema(worker_sql::kRecoverExpired, schema);
+  release_ = with_schema(worker_sql::kReleaseExpired, schema);
   lock_ = with_schema(worker_sql::kLock, schema);
   lock_many_ = with_schema(worker_sql::kLockMany, schema);
   complete_ = with_schema(worker_sql::kComplete, schema);
@@ -60,6 +61,18 @@ std::vector<ClaimedReceipt> ReceiptStore::recover_expired(const std::string& con
   return read_claims(pool_->autocommit("boxcar.worker.recover." + schema_, recover_, consumer,
                                 static_cast<long long>(limit), static_cast<long long>(lease.count()),
                                 max_attempts));
+}
+
+std::vector<ClaimedReceipt> ReceiptStore::release_expired(const std::string& consumer, std::size_t limit,
+                                                          int max_attempts) {
+  return read_claims(pool_->autocommit("boxcar.worker.release." + schema_, release_, consumer,
+                                       static_cast<long long>(limit), max_attempts));
+}
+
+bool ReceiptStore::terminate_backend(int backend_pid, std::chrono::milliseconds running_for) {
+  const auto rows = pool_->autocommit("boxcar.worker.terminate_backend", worker_sql::kTerminateBackend, backend_pid,
+                                      static_cast<long long>(running_for.count()));
+  return !rows.empty() && rows[0][0].as<bool>();
 }
 
 std::optional<std::string> ReceiptStore::lock(Tx& tx, const ClaimedReceipt& receipt) {

@@ -37,6 +37,15 @@ class ReceiptStore {
   std::vector<ClaimedReceipt> recover_expired(const std::string& consumer, std::size_t limit,
                                               std::chrono::milliseconds lease, int max_attempts);
 
+  /// Lease recovery without re-claiming (the local queue is full): expired leases of
+  /// `consumer` go back to RETRYABLE, due now, or DEAD when out of attempts; returns the
+  /// DEAD ones.
+  std::vector<ClaimedReceipt> release_expired(const std::string& consumer, std::size_t limit, int max_attempts);
+  /// Terminates the session `backend_pid` if it is older than `running_for` (so it is the
+  /// abandoned attempt's session, never a newer one that reused the pid). Returns whether
+  /// it was signalled.
+  bool terminate_backend(int backend_pid, std::chrono::milliseconds running_for);
+
   /// Locks the receipt in `tx` if it is still claimed under its token; returns the
   /// database transaction id (xid8 as text) for complete(), or nullopt when stale.
   std::optional<std::string> lock(Tx& tx, const ClaimedReceipt& receipt);
@@ -70,7 +79,8 @@ class ReceiptStore {
  private:
   std::shared_ptr<ConnectionPool> pool_;
   std::string schema_;
-  std::string claim_, recover_, lock_, lock_many_, complete_, complete_many_, transaction_ended_, fail_, hand_back_;
+  std::string claim_, recover_, release_, lock_, lock_many_, complete_, complete_many_, transaction_ended_, fail_,
+      hand_back_;
 };
 
 /// "{1,2,3}" and "{uuid,uuid}": PostgreSQL array literals of ids and claim tokens, whose

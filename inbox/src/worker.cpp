@@ -1,10 +1,17 @@
 // The worker's threads: a dispatcher that claims (woken by NOTIFY, or polling), recovers
-// expired leases and feeds a bounded local queue; handler threads that drain it.
+// expired leases and feeds a bounded local queue; handler threads that drain it; and a
+// supervisor that abandons and replaces a handler thread whose handler ignores its
+// deadline.
+//
+// Lifetime: a handler thread owns a reference to the Impl (and so to everything it
+// touches: processor, store, stats, registry, pool, handlers, metrics), because an
+// abandoned thread is detached and may return long after stop() and ~Worker.
 #include "boxcar/inbox/worker.hpp"
 
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -15,6 +22,7 @@
 #include "boxcar/runtime/logging.hpp"
 #include "boxcar/runtime/sql_identifier.hpp"
 #include "boxcar/runtime/wakeup_listener.hpp"
+#include "lease_rescuer.hpp"
 #include "message_processor.hpp"
 #include "receipt_store.hpp"
 
@@ -22,6 +30,16 @@ namespace boxcar {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// A handler still running this long after its deadline (its signal fired, its query was
+// cancelled) ignores cancellation: its thread is abandoned and replaced.
+constexpr auto kAbandonAfter = 1s;
+// How often the supervisor looks for such handlers.
+constexpr auto kSupervisePeriod = 100ms;
+// After the shutdown grace, how long stop() waits for handlers whose queries it cancelled
+// before abandoning them.
+constexpr auto kCancelWait = 2s;
 
 std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& options,
                                                      const std::vector<HandlerRegistration>& handlers,
@@ -45,7 +63,19 @@ std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& option
   }
   if (!options.enabled) return by_consumer;
   if (options.owned_consumers.empty()) {
-    for (const auto& [consumer, entry] : by_consumer) owned.push_back(consumer);
+    // No explicit list: the worker owns every declared consumer, so a forgotten handler
+    // fails here instead of leaving that consumer's backlog PENDING forever.
+    if (options.consumers.empty())
+      throw ConfigError("worker.consumers", "the worker would own no consumer: the module declares none "
+                                            "(declare its consumers, or set worker.enabled = false)");
+    for (const auto& consumer : options.consumers) {
+      if (!by_consumer.contains(consumer))
+        throw ConfigError("worker.consumers",
+                          "consumer '" + consumer + "' has no registered handler, and an enabled worker without "
+                          "a worker.consumers list owns every declared consumer: register its handler, list "
+                          "the consumers this worker owns in worker.consumers, or set worker.enabled = false");
+      if (std::find(owned.begin(), owned.end(), consumer) == owned.end()) owned.push_back(consumer);
+    }
   } else {
     for (const auto& consumer : options.owned_consumers) {
       if (!declared.contains(consumer))
@@ -81,7 +111,7 @@ bool check_pool(const ConnectionPool& pool, const WorkerOptions& options) {
   return true;
 }
 
-class Worker::Impl {
+class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
  public:
   Impl(std::shared_ptr<ConnectionPool> pool, WorkerOptions options, std::vector<HandlerRegistration> handlers)
       : pool_(pool ? std::move(pool) : throw ConfigError("worker.pool", "a connection pool is required")),
@@ -90,19 +120,23 @@ class Worker::Impl {
         pool_check_(check_pool(*pool_, options_)),
         store_(pool_, options_.schema),
         processor_(pool_, store_, handlers_, options_, stats_, in_flight_),
+        rescuer_(store_, options_, stats_),
         log_(logger("worker")) {
     if (!options_.enabled) owned_.clear();
   }
-
-  ~Impl() { stop(); }
 
   void start() {
     std::lock_guard lock(lifecycle_);
     if (running_ || owned_.empty()) return;
     running_ = true;
-    stopping_ = false;
+    {
+      std::lock_guard q(queue_mutex_);
+      stopping_ = false;
+      supervising_ = true;
+      for (std::size_t i = 0; i < options_.concurrency; ++i) spawn_handler_thread();
+    }
     dispatcher_ = std::thread([this] { dispatch_loop(); });
-    for (std::size_t i = 0; i < options_.concurrency; ++i) handlers_threads_.emplace_back([this] { handle_loop(); });
+    supervisor_ = std::thread([this] { supervise_loop(); });
     log_->info("worker started: consumers [{}], {} handler threads, batch size {}", fmt_consumers(),
                options_.concurrency, options_.batch_size);
   }
@@ -125,20 +159,39 @@ class Worker::Impl {
     }
     hand_back(unstarted);
     in_flight_.cancel_signals();
-    const auto grace_end = Clock::now() + options_.shutdown_grace;
     {
       std::unique_lock q(queue_mutex_);
-      queue_changed_.wait_until(q, grace_end, [&] { return busy_threads_ == 0; });
+      queue_changed_.wait_until(q, Clock::now() + options_.shutdown_grace, [&] { return busy_threads_ == 0; });
     }
     if (in_flight_.size() > 0) {
       log_->warn("shutdown grace of {} ms over: cancelling {} in-flight handler transactions",
                  options_.shutdown_grace.count(), in_flight_.size());
       in_flight_.cancel_queries();
     }
-    for (auto& t : handlers_threads_) t.join();
-    handlers_threads_.clear();
+    // A handler that ignored the signal and the cancelled query would keep join() waiting
+    // forever: give its thread up, like the supervisor does at a deadline.
+    std::vector<Abandonment> abandoned;
+    {
+      std::unique_lock q(queue_mutex_);
+      queue_changed_.wait_until(q, Clock::now() + kCancelWait, [&] { return busy_threads_ == 0; });
+      for (const auto& slot : std::vector(slots_))
+        if (slot->busy)
+          abandoned.push_back(abandon_locked(
+              slot, "the shutdown grace",
+              in_flight_.abandon(slot->id, [&](pqxx::connection& c) { pool_->abandon_loan(c); })));
+      supervising_ = false;
+    }
+    queue_changed_.notify_all();
+    for (auto& a : abandoned) report(a);
+    supervisor_.join();
+    for (auto& slot : slots_) slot->thread.join();
+    slots_.clear();
     running_ = false;
-    log_->info("worker stopped");
+    if (abandoned_total_ > 0)
+      log_->error("worker stopped; {} handler threads were abandoned since start and may still be running",
+                  abandoned_total_.load());
+    else
+      log_->info("worker stopped");
   }
 
   std::size_t drain() {
@@ -165,9 +218,32 @@ class Worker::Impl {
   }
 
   const std::vector<std::string>& owned() const { return owned_; }
-  WorkerStats stats() const { return stats_.snapshot(); }
+  WorkerStats stats() const {
+    WorkerStats s = stats_.snapshot();
+    s.abandoned_handlers = abandoned_total_.load();
+    return s;
+  }
+  std::uint64_t abandoned_handlers() const { return abandoned_total_.load(); }
 
  private:
+  // One handler thread. Guarded by queue_mutex_, except `thread`, which only the
+  // lifecycle (start/stop, under lifecycle_) and the abandoning thread touch.
+  struct Slot {
+    std::thread thread;
+    std::thread::id id;
+    bool busy = false;
+    bool abandoned = false;
+    // What the thread is processing, for the log line if it is abandoned.
+    std::string consumers, message_ids, receipt_ids, attempts;
+  };
+
+  // A thread given up on, reported outside the queue lock.
+  struct Abandonment {
+    std::shared_ptr<Slot> slot;
+    std::string cause;
+    std::optional<detail::InFlightRegistry::Abandoned> attempt;
+  };
+
   std::string fmt_consumers() const {
     std::string s;
     for (const auto& c : owned_) s += (s.empty() ? "" : ", ") + c;
@@ -190,7 +266,9 @@ class Worker::Impl {
     }
   }
 
-  // Claims for every owned consumer in turn; returns how many it claimed.
+  // Claims for every owned consumer in turn; returns how many it claimed. With `recover`,
+  // expired leases are re-claimed first, or, when the queue has no room for them,
+  // released for any worker (so recovery never waits for room).
   std::size_t claim_round(bool recover) {
     std::size_t claimed = 0;
     for (std::size_t i = 0; i < owned_.size(); ++i) {
@@ -201,7 +279,11 @@ class Worker::Impl {
         if (stopping_) return claimed;
         room = queue_capacity() > queue_.size() ? queue_capacity() - queue_.size() : 0;
       }
-      if (room == 0) break;
+      if (room == 0) {
+        if (!recover) break;
+        rescuer_.release_expired(consumer);
+        continue;
+      }
       std::vector<detail::ClaimedReceipt> got;
       if (recover) got = store_.recover_expired(consumer, std::min(room, options_.claim_limit), options_.lease,
                                                 options_.max_attempts);
@@ -228,8 +310,9 @@ class Worker::Impl {
     auto next_recovery = Clock::now();
     while (true) {
       {
+        // A full queue waits for room, but never past the next lease recovery.
         std::unique_lock q(queue_mutex_);
-        queue_changed_.wait(q, [&] { return stopping_ || queue_.size() < queue_capacity(); });
+        queue_changed_.wait_until(q, next_recovery, [&] { return stopping_ || queue_.size() < queue_capacity(); });
         if (stopping_) break;
       }
       wakeups.ensure_listening();
@@ -244,6 +327,10 @@ class Worker::Impl {
         continue;
       }
       if (claimed > 0) continue;
+      {
+        std::lock_guard q(queue_mutex_);
+        if (queue_.size() >= queue_capacity()) continue;  // full: back to waiting for room
+      }
       // Idle: sleep until a NOTIFY arrives or the poll interval passes; never busy-loop.
       wakeups.wait_until(std::min(next_recovery, Clock::now() + options_.poll_interval), [&] {
         std::lock_guard q(queue_mutex_);
@@ -257,28 +344,134 @@ class Worker::Impl {
     queue_changed_.wait_for(q, duration, [&] { return stopping_; });
   }
 
-  void handle_loop() {
+  // Under queue_mutex_. The thread holds the Impl and its slot, so it may outlive both
+  // stop() and ~Worker once abandoned.
+  void spawn_handler_thread() {
+    auto slot = std::make_shared<Slot>();
+    slot->thread = std::thread([self = shared_from_this(), slot] { self->handle_loop(*slot); });
+    slot->id = slot->thread.get_id();
+    slots_.push_back(std::move(slot));
+  }
+
+  void handle_loop(Slot& slot) {
     detail::DeadlineWatchdog watchdog;
     while (true) {
       std::vector<detail::ClaimedReceipt> batch;
       {
         std::unique_lock q(queue_mutex_);
-        queue_changed_.wait(q, [&] { return stopping_ || !queue_.empty(); });
-        if (stopping_) return;
+        queue_changed_.wait(q, [&] { return stopping_ || slot.abandoned || !queue_.empty(); });
+        if (stopping_ || slot.abandoned) return;
         while (!queue_.empty() && batch.size() < options_.batch_size) {
           batch.push_back(std::move(queue_.front()));
           queue_.pop_front();
         }
+        describe(slot, batch);
+        slot.busy = true;
         ++busy_threads_;
       }
       queue_changed_.notify_all();  // room for the dispatcher
       processor_.process(batch, watchdog);
       {
         std::lock_guard q(queue_mutex_);
+        if (slot.abandoned) {
+          // Replaced long ago; the attempt's outcome was recorded as a timeout (or went
+          // stale) by process(). Nothing else of the worker is this thread's any more.
+          log_event(*log_, LogLevel::Warn, "an abandoned handler returned; its thread ends",
+                    {{"consumer", slot.consumers}, {"message_id", slot.message_ids},
+                     {"receipt_id", slot.receipt_ids}, {"attempt", slot.attempts}});
+          return;
+        }
+        slot.busy = false;
         --busy_threads_;
       }
       queue_changed_.notify_all();
     }
+  }
+
+  // The identities of `batch`, comma-separated, for the log line of an abandonment.
+  static void describe(Slot& slot, const std::vector<detail::ClaimedReceipt>& batch) {
+    std::set<std::string> consumers;
+    slot.consumers.clear();
+    slot.message_ids.clear();
+    slot.receipt_ids.clear();
+    slot.attempts.clear();
+    for (const auto& r : batch) {
+      const std::string sep = slot.message_ids.empty() ? "" : ",";
+      if (consumers.insert(r.consumer).second) slot.consumers += (slot.consumers.empty() ? "" : ",") + r.consumer;
+      slot.message_ids += sep + r.message_id;
+      slot.receipt_ids += sep + std::to_string(r.id);
+      slot.attempts += sep + std::to_string(r.attempt);
+    }
+  }
+
+  // Finds handlers that ignore their deadline and gives their threads up.
+  void supervise_loop() {
+    while (true) {
+      {
+        std::unique_lock q(queue_mutex_);
+        queue_changed_.wait_for(q, kSupervisePeriod, [&] { return !supervising_; });
+        if (!supervising_) return;
+      }
+      for (const auto id : in_flight_.overdue(Clock::now() - kAbandonAfter)) {
+        std::optional<Abandonment> abandoned;
+        {
+          std::lock_guard q(queue_mutex_);
+          const auto it = std::find_if(slots_.begin(), slots_.end(), [&](const auto& s) { return s->id == id; });
+          if (it == slots_.end()) continue;  // not a handler thread of ours (drain())
+          // Only while the attempt is still running: it may have returned meanwhile.
+          auto attempt = in_flight_.abandon(id, [&](pqxx::connection& c) { pool_->abandon_loan(c); });
+          if (!attempt) continue;
+          abandoned = abandon_locked(*it, "its deadline", attempt);
+          if (!stopping_) spawn_handler_thread();
+        }
+        queue_changed_.notify_all();
+        report(*abandoned);
+      }
+    }
+  }
+
+  // Under queue_mutex_, for a busy slot: its thread is no longer the worker's. `attempt`
+  // is its running attempt, already marked abandoned in the registry, whose connection
+  // stopped counting in the pool while the registry guaranteed it was alive.
+  Abandonment abandon_locked(const std::shared_ptr<Slot>& slot, std::string cause,
+                             std::optional<detail::InFlightRegistry::Abandoned> attempt) {
+    Abandonment a{.slot = slot, .cause = std::move(cause), .attempt = attempt};
+    slot->abandoned = true;
+    if (slot->busy) --busy_threads_;
+    slot->thread.detach();
+    slots_.erase(std::find(slots_.begin(), slots_.end(), slot));
+    ++abandoned_total_;
+    return a;
+  }
+
+  // Outside the queue lock: count, log, and cut the abandoned attempt's session, so a
+  // handler that keeps issuing statements cannot hold its aborted transaction (and the
+  // receipt's row lock) open. Lease recovery then retries the receipt or makes it DEAD.
+  void report(const Abandonment& a) {
+    if (options_.metrics) options_.metrics->abandoned_handler();
+    std::string session = "no transaction open";
+    if (a.attempt && a.attempt->backend_pid != 0) {
+      try {
+        const bool terminated = store_.terminate_backend(
+            a.attempt->backend_pid, std::chrono::duration_cast<std::chrono::milliseconds>(a.attempt->running_for));
+        session = terminated ? "session terminated" : "session already gone";
+      } catch (const std::exception& e) {
+        session = std::string("could not terminate its session: ") + e.what();
+      }
+    }
+    std::string consumers, message_ids, receipt_ids, attempts;
+    {
+      std::lock_guard q(queue_mutex_);
+      consumers = a.slot->consumers;
+      message_ids = a.slot->message_ids;
+      receipt_ids = a.slot->receipt_ids;
+      attempts = a.slot->attempts;
+    }
+    log_event(*log_, LogLevel::Error,
+              "handler thread abandoned: its handler ignored cancellation past " + a.cause +
+                  "; a new thread replaces it and lease recovery retries the receipt",
+              {{"outcome", "abandoned"}, {"consumer", consumers}, {"message_id", message_ids},
+               {"receipt_id", receipt_ids}, {"attempt", attempts}, {"session", session}});
   }
 
   std::shared_ptr<ConnectionPool> pool_;
@@ -290,7 +483,9 @@ class Worker::Impl {
   detail::AtomicWorkerStats stats_;
   detail::InFlightRegistry in_flight_;
   detail::MessageProcessor processor_;
+  detail::LeaseRescuer rescuer_;
   std::shared_ptr<spdlog::logger> log_;
+  std::atomic<std::uint64_t> abandoned_total_{0};
 
   std::mutex lifecycle_;
   bool running_ = false;
@@ -298,20 +493,24 @@ class Worker::Impl {
   std::condition_variable queue_changed_;
   std::deque<detail::ClaimedReceipt> queue_;
   bool stopping_ = false;
+  bool supervising_ = false;
   std::size_t busy_threads_ = 0;
   std::size_t next_consumer_ = 0;
   std::thread dispatcher_;
-  std::vector<std::thread> handlers_threads_;
+  std::thread supervisor_;
+  std::vector<std::shared_ptr<Slot>> slots_;
 };
 
 Worker::Worker(std::shared_ptr<ConnectionPool> pool, WorkerOptions options, std::vector<HandlerRegistration> handlers)
-    : impl_(std::make_unique<Impl>(std::move(pool), std::move(options), std::move(handlers))) {}
+    : impl_(std::make_shared<Impl>(std::move(pool), std::move(options), std::move(handlers))) {}
 
-Worker::~Worker() = default;
+// Abandoned handler threads keep their own reference to the Impl; it ends with the last.
+Worker::~Worker() { impl_->stop(); }
 void Worker::start() { impl_->start(); }
 void Worker::stop() { impl_->stop(); }
 std::size_t Worker::drain() { return impl_->drain(); }
 const std::vector<std::string>& Worker::owned_consumers() const noexcept { return impl_->owned(); }
 WorkerStats Worker::stats() const { return impl_->stats(); }
+std::uint64_t Worker::abandoned_handlers() const { return impl_->abandoned_handlers(); }
 
 }  // namespace boxcar

@@ -66,7 +66,54 @@ FROM expired
 WHERE r.id = expired.id
 )sql" BOXCAR_CLAIM_RETURNING;
 
+// Lease recovery while the local queue has no room to re-claim into: expired leases of
+// one consumer go back to RETRYABLE, due now for whichever worker has room (its next
+// claim spends the next attempt), or become DEAD when out of attempts, exactly as
+// kRecoverExpired would have. Returns the rows that became DEAD, for their outcome.
+inline constexpr const char* kReleaseExpired = R"sql(
+WITH expired AS (
+    SELECT id
+    FROM {schema}.inbox_receipts
+    WHERE consumer = $1
+      AND status = 'PROCESSING'
+      AND lease_expires_at < now()
+    ORDER BY lease_expires_at
+    LIMIT $2
+    FOR NO KEY UPDATE SKIP LOCKED
+),
+released AS (
+    UPDATE {schema}.inbox_receipts AS r
+    SET status = CASE WHEN r.attempts >= $3 THEN 'DEAD' ELSE 'RETRYABLE' END,
+        claim_token = NULL,
+        lease_expires_at = NULL,
+        available_at = CASE WHEN r.attempts >= $3 THEN r.available_at ELSE now() END,
+        dead_reason = CASE WHEN r.attempts >= $3 THEN 'LEASE_EXPIRED_EXHAUSTED' END,
+        last_error_type = CASE WHEN r.attempts >= $3 THEN 'LeaseExpired' ELSE r.last_error_type END,
+        last_error = CASE WHEN r.attempts >= $3
+                          THEN 'all ' || r.attempts || ' attempts started but ' ||
+                               (r.attempts - r.finished_attempts) ||
+                               ' ended in lease expiry (the worker died or hung each time)'
+                          ELSE r.last_error END,
+        updated_at = now()
+    FROM expired
+    WHERE r.id = expired.id
+    )sql" BOXCAR_CLAIM_RETURNING R"sql(
+)
+SELECT * FROM released WHERE status = 'DEAD'
+)sql";
+
 #undef BOXCAR_CLAIM_RETURNING
+
+// An abandoned handler's session: its handler ignored the deadline and may keep the
+// aborted transaction (and its row locks) alive by issuing statements. Terminating the
+// session ends it; the backend_start guard makes sure a reused pid is never hit.
+// $1: backend pid, $2: milliseconds the attempt has been running (its session is older).
+inline constexpr const char* kTerminateBackend = R"sql(
+SELECT pg_catalog.pg_terminate_backend(pid)
+FROM pg_catalog.pg_stat_activity
+WHERE pid = $1
+  AND backend_start < now() - make_interval(secs => $2::double precision / 1000)
+)sql";
 
 // First statement of a message transaction: the claim is still ours, and from now on a
 // re-claimer's SKIP LOCKED passes over this row while the handler runs. It also returns

@@ -133,10 +133,21 @@ std::size_t ConnectionPool::open_connections() const {
   return open_;
 }
 
+void ConnectionPool::abandon_loan(const pqxx::connection& connection) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!abandoned_.insert(&connection).second) return;
+    --open_;
+  }
+  freed_.notify_one();
+}
+
 void ConnectionPool::give_back(PooledConnection::Slot slot, bool reusable) noexcept {
   {
     std::lock_guard lock(mutex_);
-    if (reusable) {
+    if (abandoned_.erase(slot.connection.get()) > 0) {
+      // Already uncounted by abandon_loan(): closed below, whatever state it is in.
+    } else if (reusable) {
       idle_.push_back(std::move(slot));
     } else {
       --open_;

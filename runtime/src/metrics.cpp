@@ -73,6 +73,10 @@ struct Metrics::Impl {
       counter(*registry, "boxcar_inbox_claimed_total", "Receipts claimed by the worker, by consumer.");
   Family<Histogram>& claim_batch_size = histogram(*registry, "boxcar_inbox_claim_batch_size",
                                                   "Receipts per non-empty claim.");
+  Counter& abandoned_handlers = counter(*registry, "boxcar_worker_abandoned_handlers_total",
+                                        "Handler threads the worker abandoned (their handler ignored its "
+                                        "deadline or the shutdown grace) and replaced.")
+                                    .Add({});
 
   // Outbox and publisher.
   Family<Counter>& emitted_total = counter(*registry, "boxcar_outbox_emitted_total",
@@ -143,6 +147,8 @@ void Metrics::claimed(const std::string& consumer, std::size_t batch) {
   impl_->claimed_total.Add({{"consumer", consumer}}).Increment(static_cast<double>(batch));
   impl_->claim_batch_size.Add({}, kBatchBuckets).Observe(static_cast<double>(batch));
 }
+
+void Metrics::abandoned_handler() { impl_->abandoned_handlers.Increment(); }
 
 void Metrics::emitted(const std::string& event_type, const std::string& topic) {
   impl_->emitted_total.Add({{"event_type", event_type}, {"topic", topic}}).Increment();

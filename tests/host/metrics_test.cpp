@@ -273,6 +273,7 @@ TEST_CASE("unlabelled metrics are exported as zero before anything happened") {
   CHECK(e.value("boxcar_backlog_collection_errors_total") == 0);
   CHECK(e.value("boxcar_outbox_oldest_unpublished_age_seconds") == 0);
   CHECK(e.value("boxcar_backlog_last_success_timestamp_seconds") == 0);
+  CHECK(e.value("boxcar_worker_abandoned_handlers_total") == 0);
   // Labelled families have no series until a label set is used.
   CHECK_FALSE(e.value("boxcar_inbox_accept_total", {{"consumer", "orders.v1"}, {"result", "accepted"}}));
 }

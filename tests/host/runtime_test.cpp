@@ -38,7 +38,8 @@ RuntimeConfig config_for(const TestDatabase& db, const MockKafka& kafka) {
   RuntimeConfig c;
   c.database_url = db.url();
   c.schema = db.schema();
-  c.consumers = {"orders.v1", "audit.v1"};  // audit.v1 has no handler here: an orphan
+  c.consumers = {"orders.v1", "audit.v1"};
+  c.worker_consumers = {"orders.v1"};  // audit.v1 has no handler here: an orphan no worker owns
   c.worker_max_attempts = 2;
   c.worker_poll_interval = 100ms;
   c.publisher_poll_interval = 100ms;

@@ -28,9 +28,12 @@ struct Setup {
         app_table(db.qualified("{schema}.app_rows")) {
     create_app_table(db);
   }
+  // Owns kOrders only: most tests register just its handler (kAudit, declared without
+  // one, would fail startup under the default of owning every declared consumer).
   WorkerOptions options() const {
     return {.schema = db.schema(),
             .consumers = {kOrders, kAudit},
+            .owned_consumers = {kOrders},
             .lease = 5s,
             .handler_timeout = 2s,
             .max_attempts = 5,
@@ -198,15 +201,47 @@ TEST_CASE("a worker claims only the consumers it owns") {
   CHECK(s.status_of("o-1") == "PENDING");
 }
 
-TEST_CASE("by default a worker owns every consumer that has a handler") {
+TEST_CASE("by default an enabled worker owns every declared consumer") {
   Setup s;
   s.inbox.accept(message(kOrders, "o-1"));
   s.inbox.accept(message(kAudit, "a-1"));
-  Worker worker(s.pool, s.options(), {s.writer(kOrders)});
-  CHECK(worker.owned_consumers() == std::vector<std::string>{kOrders});
-  worker.drain();
+  auto options = s.options();
+  options.owned_consumers = {};
+  Worker worker(s.pool, options, {s.writer(kOrders), s.writer(kAudit)});
+  CHECK(worker.owned_consumers() == std::vector<std::string>{kOrders, kAudit});
+  CHECK(worker.drain() == 2);
   CHECK(s.status_of("o-1") == "COMPLETED");
-  CHECK(s.status_of("a-1") == "PENDING");  // declared, no handler here: its backlog waits
+  CHECK(s.status_of("a-1") == "COMPLETED");
+}
+
+TEST_CASE("a declared consumer without a handler fails startup with an error naming it") {
+  Setup s;
+  auto options = s.options();
+  options.owned_consumers = {};  // the default: every declared consumer
+  try {
+    Worker worker(s.pool, options, {s.writer(kOrders)});
+    FAIL("a worker started while declared consumer " << kAudit << " has no handler");
+  } catch (const ConfigError& e) {
+    CHECK(e.key() == "worker.consumers");
+    CHECK(std::string(e.what()).find("'" + kAudit + "'") != std::string::npos);
+  }
+  // The two ways to run without that handler: list the owned consumers, or disable.
+  CHECK(Worker(s.pool, s.options(), {s.writer(kOrders)}).owned_consumers() == std::vector<std::string>{kOrders});
+  options.enabled = false;
+  CHECK(Worker(s.pool, options, {s.writer(kOrders)}).owned_consumers().empty());
+}
+
+TEST_CASE("an enabled worker that would own no consumer fails startup") {
+  Setup s;
+  auto options = s.options();
+  options.consumers = {};
+  options.owned_consumers = {};
+  try {
+    Worker worker(s.pool, options, {});
+    FAIL("a worker started owning nothing");
+  } catch (const ConfigError& e) {
+    CHECK(e.key() == "worker.consumers");
+  }
 }
 
 TEST_CASE("startup fails with a clear error for inconsistent handler and ownership configuration") {

@@ -1,9 +1,12 @@
 // A Boxcar application for process-level tests: `boxcar_test_app ingest N` accepts N
 // order.created messages through the runtime's inbox and exits; every other command is
 // run_cli with one handler that writes an application row and emits order.projected in
-// context.tx. Configuration comes from BOXCAR_* like any deployment.
+// context.tx. A payload with "stuck": true makes the handler loop forever, ignoring its
+// signal (a wedged handler). Configuration comes from BOXCAR_* like any deployment.
+#include <chrono>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "boxcar/host/runtime.hpp"
 #include "boxcar/runtime/sql_identifier.hpp"
@@ -22,6 +25,7 @@ class OrderProjection final : public boxcar::InboxHandler {
                     context.attempt);
     outbox_.emit(context.tx, OrderProjected{order_id},
                  {.scope = context.scope, .causation_id = context.message_id});
+    while (payload.value("stuck", false)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 
  private:

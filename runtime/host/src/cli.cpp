@@ -27,7 +27,7 @@ int run_role(Role role, const RuntimeConfig& config, const Runtime::HandlerFacto
   const int signal = signals.wait_for_shutdown();
   logger("runtime")->info("signal {} received: draining (a second signal exits at once)", signal);
   runtime.stop();
-  return 0;
+  return runtime.abandoned_handlers() == 0 ? 0 : 1;  // a handler thread may still be running
 }
 
 void add_role_commands(detail::CommandTree& tree, const Runtime::HandlerFactory& handlers, ShutdownSignals& signals) {

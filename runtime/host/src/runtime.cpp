@@ -165,6 +165,11 @@ void Runtime::stop() {
   logger("runtime")->info("runtime stopped");
 }
 
+std::uint64_t Runtime::abandoned_handlers() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->worker ? impl_->worker->abandoned_handlers() : 0;
+}
+
 int Runtime::http_port() const { return impl_->http ? impl_->http->port() : 0; }
 
 }  // namespace boxcar

@@ -8,7 +8,13 @@
 // receipt guarded by that token. Several workers, in any number of processes, may run
 // against one database. Processing order is not guaranteed.
 //
-// Thread-safety: start(), stop() and stats() may be called from any thread.
+// A handler that ignores its cancellation signal cannot capture a thread: one still
+// running 1 s past its deadline is abandoned (its thread detached and replaced, its
+// database session terminated, the receipt left to lease recovery), counted in
+// abandoned_handlers() and boxcar_worker_abandoned_handlers_total. See docs/worker.md.
+//
+// Thread-safety: start(), stop(), stats() and abandoned_handlers() may be called from any
+// thread.
 #pragma once
 
 #include <atomic>
@@ -44,8 +50,9 @@ struct WorkerOptions {
   std::vector<std::string> consumers{};
   /// worker.enabled: false makes start() a no-op (an ingress-only process).
   bool enabled = true;
-  /// worker.consumers: the consumers this worker claims. Empty: every consumer that has
-  /// a handler.
+  /// worker.consumers: the consumers this worker claims. Empty: every declared consumer,
+  /// each of which then needs a handler. To run without one consumer's handler, list the
+  /// others here (or disable the worker).
   std::vector<std::string> owned_consumers{};
   /// Handler threads.
   std::size_t concurrency = 4;
@@ -56,14 +63,17 @@ struct WorkerOptions {
   std::size_t claim_limit = 32;
   /// How long a claim is owned. Must exceed handler_timeout plus commit time.
   std::chrono::milliseconds lease{std::chrono::seconds(60)};
-  /// Deadline of one handler transaction (one batch when batch_size > 1).
+  /// Deadline of one handler transaction (one batch when batch_size > 1). A handler still
+  /// running 1 s after it has its thread abandoned and replaced.
   std::chrono::milliseconds handler_timeout{std::chrono::seconds(30)};
   /// Attempts before a failing receipt becomes DEAD.
   int max_attempts = 10;
   BackoffOptions backoff{};
   /// Fallback polling when no NOTIFY arrives (and lease recovery cadence).
   std::chrono::milliseconds poll_interval{std::chrono::seconds(1)};
-  /// How long stop() lets in-flight handlers finish before cancelling them.
+  /// How long stop() lets in-flight handlers finish before cancelling their queries;
+  /// 2 s after that, threads still busy are abandoned, so stop() returns within
+  /// shutdown_grace + 2 s (plus a claim statement or hand-back already in progress).
   std::chrono::milliseconds shutdown_grace{std::chrono::seconds(10)};
   /// Longest error text stored on a receipt; longer messages end in "…[truncated N bytes]"
   /// so the cut is visible.
@@ -83,13 +93,18 @@ struct WorkerStats {
   std::uint64_t lease_expired = 0;
   std::uint64_t handed_back = 0;
   std::uint64_t handler_calls = 0;
+  /// Handler threads given up on: their handler ignored its deadline (or the shutdown
+  /// grace) and kept running; each was replaced (see Worker::abandoned_handlers()).
+  std::uint64_t abandoned_handlers = 0;
 };
 
 class Worker {
  public:
   /// Validates the configuration.
   /// @throws ConfigError naming the key: "worker.consumers" for an owned consumer with no
-  ///   handler or not declared, "handlers" for two handlers of one consumer or a handler
+  ///   handler (with no explicit list an enabled worker owns every declared consumer, so
+  ///   each needs a handler) or not declared, and for an enabled worker that would own
+  ///   no consumer; "handlers" for two handlers of one consumer or a handler
   ///   of an undeclared consumer, "worker.lease" when the lease does not exceed the
   ///   handler timeout by at least a second, "pool.size" when the pool has fewer than
   ///   concurrency + 1 connections, and for zero/negative sizes.
@@ -103,19 +118,28 @@ class Worker {
   void start();
   /// Graceful stop: stop claiming, hand back claimed-but-unstarted receipts at once
   /// (without spending their attempt), signal in-flight handlers, wait up to
-  /// shutdown_grace, then cancel their queries and wait for them to end. Idempotent.
+  /// shutdown_grace, then cancel their queries and wait up to 2 s more for them to end;
+  /// handler threads still busy then are abandoned (left running detached). Idempotent.
   void stop();
   /// Processes due receipts on the calling thread until none is due (tests, scripts).
-  /// Returns how many receipts it claimed. Must not run while start()ed.
+  /// Returns how many receipts it claimed. Must not run while start()ed. Its handlers run
+  /// on the calling thread, which is never abandoned: a handler that never returns blocks
+  /// drain().
   std::size_t drain();
 
   /// The consumers this worker claims (empty when disabled).
   const std::vector<std::string>& owned_consumers() const noexcept;
   WorkerStats stats() const;
+  /// Handler threads abandoned since construction. Non-zero means some handler ignored
+  /// cancellation and may still be running on a detached thread: a process should exit
+  /// with a failure status (the host's role commands do) so it gets restarted clean.
+  std::uint64_t abandoned_handlers() const;
 
  private:
   class Impl;
-  std::unique_ptr<Impl> impl_;
+  // Shared with the handler threads: an abandoned one keeps the Impl (and everything
+  // its handler might touch) alive until it returns, even after ~Worker.
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace boxcar

@@ -106,8 +106,14 @@ class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {
   /// The libpq connection string actually used (url plus default_parameters), for
   /// components that keep a dedicated connection outside the pool (LISTEN, NOTIFY).
   const std::string& connection_string() const noexcept { return connection_string_; }
-  /// Connections currently open (idle and lent).
+  /// Connections currently open (idle and lent), not counting abandoned loans.
   std::size_t open_connections() const;
+
+  /// Stops counting `connection`, which is on loan, toward `size`: a thread that will
+  /// keep it indefinitely (a worker's abandoned handler) then no longer shrinks the pool.
+  /// When that loan ends the connection is closed, never reused. The caller must know the
+  /// loan is still outstanding (e.g. hold a lock the borrower needs before giving it back).
+  void abandon_loan(const pqxx::connection& connection);
 
   ConnectionPool(const ConnectionPool&) = delete;
   ConnectionPool& operator=(const ConnectionPool&) = delete;
@@ -123,6 +129,7 @@ class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {
   std::condition_variable freed_;
   std::vector<PooledConnection::Slot> idle_;
   std::size_t open_ = 0;
+  std::unordered_set<const pqxx::connection*> abandoned_;
 };
 
 template <typename... Args>

@@ -26,7 +26,8 @@ struct RuntimeConfig {
   std::vector<std::string> consumers{};
 
   bool worker_enabled = true;
-  /// worker.consumers: owned consumers; empty = every consumer with a handler.
+  /// worker.consumers: owned consumers; empty = every declared consumer (each needs a
+  /// handler, or startup fails).
   std::vector<std::string> worker_consumers{};
   std::size_t worker_concurrency = 4;
   std::size_t worker_batch_size = 1;

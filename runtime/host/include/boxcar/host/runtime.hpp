@@ -15,6 +15,7 @@
 //   }
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -60,6 +61,10 @@ class Runtime {
   /// in flight), collector, HTTP. Idempotent.
   void stop();
 
+  /// Handler threads the worker abandoned (see Worker::abandoned_handlers()); 0 without
+  /// a worker. Role commands exit with status 1 when this is non-zero.
+  std::uint64_t abandoned_handlers() const;
+
   /// The bound HTTP port (0 when the server is disabled).
   int http_port() const;
   /// The readiness checks, in order: `database` (a new connection answers), `migrations`
@@ -87,7 +92,8 @@ class Runtime {
 /// Configuration flags (--database-url, --schema, --set KEY=VALUE, ...) work before or after
 /// the command; `COMMAND --help` prints a command's own options.
 /// Returns the process exit code (0 ok or --help, 1 failure, 2 usage or configuration
-/// error, reported on stderr with the offending argument or key named).
+/// error, reported on stderr with the offending argument or key named). A role whose worker
+/// abandoned a handler thread exits 1 after its graceful stop.
 int run_cli(int argc, char** argv, Runtime::HandlerFactory handlers = {});
 
 }  // namespace boxcar

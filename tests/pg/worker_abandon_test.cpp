@@ -1,0 +1,199 @@
+// A handler that ignores its cancellation signal cannot capture the worker: at its
+// deadline its thread is abandoned and replaced, its session is cut, lease recovery
+// settles the receipt, and stop() still returns. Also: lease recovery runs however full
+// the local queue is.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include "boxcar/inbox/worker.hpp"
+#include "worker_fixture.hpp"
+
+using namespace boxcar;
+using namespace boxcar::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kConsumer = "c.v1";
+
+template <typename Predicate>
+bool eventually(Predicate predicate, std::chrono::milliseconds limit = 20s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return predicate();
+}
+
+// The value of an unlabelled counter in the Prometheus text, -1 when absent.
+double counter_value(const std::string& exposition, const std::string& name) {
+  const auto at = exposition.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(exposition.substr(at + name.size() + 2));
+}
+
+struct Setup {
+  TestDatabase db;
+  std::shared_ptr<ConnectionPool> pool = db.pool(6);
+  Inbox inbox{pool, {.schema = db.schema(), .consumers = {kConsumer}, .notify = true}};
+  std::string table = db.qualified("{schema}.app_rows");
+  Setup() { create_app_table(db); }
+  std::string status_of(const std::string& id) const {
+    return db.query("SELECT status FROM {schema}.inbox_receipts WHERE message_id = '" + id + "'")[0][0]
+        .as<std::string>();
+  }
+  std::int64_t count(const std::string& where) const {
+    return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE " + where);
+  }
+};
+
+// A handler that loops until the test lets it go, ignoring its signal; with
+// `keep_querying` it also keeps issuing statements on its (aborted) transaction, so the
+// server never sees the session idle and only a terminated session releases its locks.
+struct StuckHandler {
+  std::atomic<bool> started{false};
+  std::atomic<bool> release{false};
+  bool keep_querying = false;
+  void run(HandlerContext& c, const std::string& table) {
+    insert_app_row(table, c);
+    started = true;
+    while (!release) {
+      if (keep_querying) {
+        try {
+          c.tx.exec("SELECT 1");
+        } catch (...) {
+          // Ignores that too.
+        }
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+};
+
+void run_with_stuck_handler(bool keep_querying) {
+  Setup s;
+  StuckHandler stuck{.keep_querying = keep_querying};
+  std::atomic<int> arrived{0};
+  std::atomic<bool> paired{false};
+  auto body = handler([&, table = s.table](const nlohmann::json&, HandlerContext& c) {
+    if (c.message_id == "stuck") return stuck.run(c, table);
+    insert_app_row(table, c);
+    // The first two normal messages wait for each other: only two live handler threads,
+    // the replacement included, can run them side by side.
+    if (arrived.fetch_add(1) < 2) {
+      while (arrived.load() < 2 && !c.signal.cancelled()) std::this_thread::sleep_for(5ms);
+      if (arrived.load() >= 2) paired = true;
+    }
+  });
+  const std::weak_ptr<InboxHandler> handler_alive = body;
+  auto metrics = std::make_shared<Metrics>();
+  const WorkerOptions options{.schema = s.db.schema(),
+                              .consumers = {kConsumer},
+                              .concurrency = 2,
+                              .lease = 2s,
+                              .handler_timeout = 500ms,
+                              .max_attempts = 1,
+                              .backoff = {.base = 0ms, .cap = 0ms},
+                              .poll_interval = 100ms,
+                              .shutdown_grace = 1s,
+                              .metrics = metrics};
+  auto worker = std::make_unique<Worker>(
+      s.pool, options,
+      std::vector<HandlerRegistration>{{.consumer = kConsumer, .supports = {{"thing.happened", 1}}, .handler = body}});
+  body.reset();
+  s.inbox.accept(message(kConsumer, "stuck"));
+  worker->start();
+  REQUIRE(eventually([&] { return stuck.started.load(); }));
+  REQUIRE(eventually([&] { return worker->abandoned_handlers() == 1; }));
+
+  std::vector<AcceptRequest> normal;
+  for (int i = 0; i < 20; ++i) normal.push_back(message(kConsumer, "m-" + std::to_string(i)));
+  s.inbox.accept_many(normal);
+  CHECK(eventually([&] { return s.count("message_id LIKE 'm-%' AND status = 'COMPLETED'") == 20; }));
+  CHECK(paired);
+  // The abandoned attempt's transaction was cut; lease recovery found the receipt out of
+  // attempts (max_attempts = 1) and made it DEAD, although its handler still runs.
+  CHECK(eventually([&] { return s.status_of("stuck") == "DEAD"; }));
+  CHECK(s.db.query("SELECT dead_reason FROM {schema}.inbox_receipts WHERE message_id = 'stuck'")[0][0]
+            .as<std::string>() == "LEASE_EXPIRED_EXHAUSTED");
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE message_id = 'stuck'") == 0);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE message_id LIKE 'm-%'") == 20);
+
+  const auto stop_started = std::chrono::steady_clock::now();
+  worker->stop();
+  CHECK(std::chrono::steady_clock::now() - stop_started < 10s);  // liveness bound: grace 1 s
+  CHECK(worker->abandoned_handlers() == 1);
+  CHECK(worker->stats().abandoned_handlers == 1);
+  CHECK(counter_value(metrics->serialize(), "boxcar_worker_abandoned_handlers_total") == 1);
+
+  // The abandoned thread still runs and still holds what it may touch after returning.
+  worker.reset();
+  CHECK_FALSE(handler_alive.expired());
+  stuck.release = true;  // lets it return: it records nothing (the claim is gone) and ends
+  CHECK(eventually([&] { return handler_alive.expired(); }));
+  CHECK(s.status_of("stuck") == "DEAD");
+  CHECK(s.pool->open_connections() <= s.pool->options().size);
+}
+
+}  // namespace
+
+TEST_CASE("a handler that ignores cancellation is abandoned at its deadline and replaced, the other messages "
+          "complete and stop returns") {
+  run_with_stuck_handler(false);
+}
+
+TEST_CASE("an abandoned handler that keeps querying its aborted transaction has its session terminated, so lease "
+          "recovery can settle the receipt") {
+  run_with_stuck_handler(true);
+}
+
+TEST_CASE("lease recovery runs while the local queue is full") {
+  Setup s;
+  std::atomic<bool> release{false};
+  std::atomic<int> running{0};
+  Worker worker(s.pool,
+                {.schema = s.db.schema(),
+                 .consumers = {kConsumer},
+                 .concurrency = 1,  // local queue capacity 2 x 1 x 1
+                 .lease = 30s,
+                 .handler_timeout = 20s,
+                 .max_attempts = 5,
+                 .backoff = {.base = 0ms, .cap = 0ms},
+                 .poll_interval = 100ms},
+                {{.consumer = kConsumer,
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&, table = s.table](const nlohmann::json&, HandlerContext& c) {
+                    ++running;
+                    while (!release && !c.signal.cancelled()) std::this_thread::sleep_for(5ms);
+                    insert_app_row(table, c);
+                  })}});
+  std::vector<AcceptRequest> batch;
+  for (int i = 0; i < 4; ++i) batch.push_back(message(kConsumer, "m-" + std::to_string(i)));
+  s.inbox.accept_many(batch);
+  worker.start();
+  // One in the handler, two in the full local queue, one left PENDING.
+  REQUIRE(eventually([&] { return running.load() == 1 && s.count("status = 'PROCESSING'") == 3; }));
+
+  // Two receipts whose worker died: one out of attempts, one with attempts left.
+  s.inbox.accept(message(kConsumer, "x-exhausted"));
+  s.inbox.accept(message(kConsumer, "x-retry"));
+  s.db.query("UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', claim_token = gen_random_uuid(), "
+             "lease_expires_at = now() - interval '1 second', "
+             "attempts = CASE message_id WHEN 'x-exhausted' THEN 5 ELSE 1 END "
+             "WHERE message_id IN ('x-exhausted', 'x-retry')");
+  CHECK(eventually([&] { return s.status_of("x-exhausted") == "DEAD"; }, 10s));
+  CHECK(s.db.query("SELECT dead_reason FROM {schema}.inbox_receipts WHERE message_id = 'x-exhausted'")[0][0]
+            .as<std::string>() == "LEASE_EXPIRED_EXHAUSTED");
+  // Released for whichever worker has room; this one has none yet.
+  CHECK(eventually([&] { return s.status_of("x-retry") == "RETRYABLE"; }, 10s));
+  CHECK(s.db.scalar("SELECT attempts FROM {schema}.inbox_receipts WHERE message_id = 'x-retry'") == 1);
+  CHECK(running.load() == 1);
+  CHECK(worker.stats().lease_expired == 1);
+
+  release = true;
+  CHECK(eventually([&] { return s.count("status = 'COMPLETED'") == 5; }));
+  CHECK(s.db.scalar("SELECT attempts FROM {schema}.inbox_receipts WHERE message_id = 'x-retry'") == 2);
+  worker.stop();
+}
