@@ -254,12 +254,13 @@ TEST_CASE("dead letters the broker does not confirm leave the batch uncommitted,
 }
 
 TEST_CASE("a downstream record of a global event needs no tenant header and keeps its global scope") {
-  orders::KafkaRecord record{.topic = orders::kProjectedTopic,
-                             .value = R"({"orderId":"o-1"})",
-                             .headers = {{"event_id", "0190f3c2-7d1e-7000-8000-000000000001"},
-                                         {"event_type", "order.projected"},
-                                         {"schema_version", "1"},
-                                         {"tenant_scope", "global"}}};
+  orders::KafkaRecord record;
+  record.topic = orders::kProjectedTopic;
+  record.value = R"({"orderId":"o-1"})";
+  record.headers = {{"event_id", "0190f3c2-7d1e-7000-8000-000000000001"},
+                    {"event_type", "order.projected"},
+                    {"schema_version", "1"},
+                    {"tenant_scope", "global"}};
   const auto global = orders::projected_request(record);
   REQUIRE(global.request);
   CHECK(global.request->scope == boxcar::Scope::global());
