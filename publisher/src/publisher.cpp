@@ -5,7 +5,9 @@
 // producer replacement (producer_slot).
 #include "boxcar/publisher/publisher.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 
