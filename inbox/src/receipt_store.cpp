@@ -3,6 +3,7 @@
 
 #include <pqxx/pqxx>
 
+#include "boxcar/runtime/detail/pg_array.hpp"
 #include "boxcar/runtime/sql_identifier.hpp"
 #include "worker_queries.hpp"
 
@@ -16,25 +17,20 @@ std::vector<ClaimedReceipt> read_claims(const pqxx::result& rows) {
   return claims;
 }
 
-}  // namespace
-
+// PostgreSQL array literals of the receipts' ids and claim tokens.
 std::string id_array(std::span<const ClaimedReceipt* const> receipts) {
-  std::string out = "{";
-  for (const auto* r : receipts) {
-    if (out.size() > 1) out += ',';
-    out += std::to_string(r->id);
-  }
-  return out + "}";
+  PgArrayBuilder ids;
+  for (const auto* r : receipts) ids.add(r->id);
+  return std::move(ids).finish();
 }
 
 std::string token_array(std::span<const ClaimedReceipt* const> receipts) {
-  std::string out = "{";
-  for (const auto* r : receipts) {
-    if (out.size() > 1) out += ',';
-    out += r->claim_token;
-  }
-  return out + "}";
+  PgArrayBuilder tokens;
+  for (const auto* r : receipts) tokens.add(std::string_view(r->claim_token));
+  return std::move(tokens).finish();
 }
+
+}  // namespace
 
 ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::string& schema)
     : pool_(std::move(pool)), schema_(schema) {

@@ -83,9 +83,4 @@ class ReceiptStore {
       hand_back_;
 };
 
-/// "{1,2,3}" and "{uuid,uuid}": PostgreSQL array literals of ids and claim tokens, whose
-/// elements need no quoting.
-std::string id_array(std::span<const ClaimedReceipt* const> receipts);
-std::string token_array(std::span<const ClaimedReceipt* const> receipts);
-
 }  // namespace boxcar::detail

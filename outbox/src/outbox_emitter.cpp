@@ -2,6 +2,7 @@
 // after that transaction commits.
 #include "boxcar/outbox/outbox_emitter.hpp"
 
+#include "boxcar/outbox/reserved_headers.hpp"
 #include "boxcar/runtime/notifier.hpp"
 #include "boxcar/runtime/sql_identifier.hpp"
 #include "boxcar/runtime/uuid.hpp"
@@ -81,12 +82,9 @@ EmittedEvent OutboxEmitter::emit(TxView tx, const OutboxMessage& message, const 
     throw OutboxValidationError(e.code(), "payload" + e.path(), e.what());
   }
   for (const auto& [name, value] : options.headers) {
-    static const char* const kReserved[] = {"event_id",     "event_type",     "schema_version", "tenant_scope",
-                                            "tenant_id",    "causation_id",   "correlation_id", "traceparent"};
-    for (const char* reserved : kReserved)
-      if (name == reserved)
-        throw OutboxValidationError("OUTBOX_FIELD_INVALID", "headers/" + name,
-                                    "is a header the publisher sets itself; use the EmitOptions field");
+    if (headers::is_reserved(name))
+      throw OutboxValidationError("OUTBOX_FIELD_INVALID", "headers/" + name,
+                                  "is a header the publisher sets itself; use the EmitOptions field");
     if (name.empty()) throw OutboxValidationError("OUTBOX_FIELD_INVALID", "headers", "header names must not be empty");
   }
   std::string headers;

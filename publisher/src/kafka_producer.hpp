@@ -11,14 +11,9 @@
 
 #include <librdkafka/rdkafka.h>
 
-namespace boxcar::detail {
+#include "kafka_record.hpp"
 
-struct KafkaRecord {
-  std::string topic;
-  std::string key;
-  std::string value;
-  std::vector<std::pair<std::string, std::string>> headers;
-};
+namespace boxcar::detail {
 
 struct DeliveryOutcome {
   bool delivered = false;

@@ -1,4 +1,5 @@
-// Every SQL statement of the publisher. `{schema}` is replaced once; values are $n.
+// Every SQL statement of the publisher (run by EventStore, event_store.hpp). `{schema}`
+// is replaced once; values are $n; every returned column has a name, read by name.
 #pragma once
 
 namespace boxcar::publisher_sql {
@@ -23,9 +24,9 @@ SET status = 'PUBLISHING',
     updated_at = now()
 FROM due
 WHERE e.id = due.id
-RETURNING e.id, e.event_id::text, e.event_type, e.schema_version, e.topic, e.message_key,
+RETURNING e.id, e.event_id::text AS event_id, e.event_type, e.schema_version, e.topic, e.message_key,
           e.tenant_scope, e.tenant_id, e.causation_id, e.correlation_id, e.traceparent,
-          e.headers::text, e.payload, e.attempts
+          e.headers::text AS headers, e.payload, e.attempts
 )sql";
 
 // Batches whose publisher died or hung: due again at once (the same event ids go out
@@ -66,7 +67,7 @@ SET status = 'PUBLISHED',
 WHERE id = ANY($1::bigint[])
   AND claim_token = $2::uuid
   AND status = 'PUBLISHING'
-RETURNING topic, extract(epoch FROM now() - created_at)::float8
+RETURNING topic, extract(epoch FROM now() - created_at)::float8 AS seconds_since_emit
 )sql";
 
 // Not delivered: retry after a full-jitter backoff (base $4 ms doubling per attempt up to

@@ -2,6 +2,7 @@
 #include <pqxx/pqxx>
 
 #include "boxcar/runtime/notifier.hpp"
+#include "boxcar/runtime/detail/pg_array.hpp"
 
 #include <chrono>
 #include <vector>
@@ -61,20 +62,12 @@ void AsyncNotifier::run() {
         // Notifications are hints (listeners also poll): never wait for a WAL flush.
         pqxx::nontransaction(*connection).exec("SET synchronous_commit = off");
       }
-      std::string payloads = "{";
-      for (const auto& payload : batch) {
-        if (payloads.size() > 1) payloads += ',';
-        payloads += '"';
-        for (char c : payload) {
-          if (c == '"' || c == '\\') payloads += '\\';
-          payloads += c;
-        }
-        payloads += '"';
-      }
-      payloads += '}';
+      detail::PgArrayBuilder payloads;
+      for (const auto& payload : batch) payloads.add(std::string_view(payload));
       // One autocommit statement for everything that accumulated while the last one ran.
       pqxx::nontransaction(*connection)
-          .exec_params("SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload", channel_, payloads);
+          .exec_params("SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload", channel_,
+                       std::move(payloads).finish());
     } catch (const std::exception& e) {
       connection.reset();
       spdlog::warn("notify on channel {} failed, listeners fall back to polling: {}", channel_,

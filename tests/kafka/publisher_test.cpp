@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "boxcar/outbox/outbox_emitter.hpp"
+#include "boxcar/outbox/reserved_headers.hpp"
 #include "boxcar/publisher/publisher.hpp"
 #include "http_get.hpp"
 #include "mock_kafka.hpp"
@@ -114,6 +115,29 @@ TEST_CASE("the publisher delivers emitted events with their stable id, key and h
   CHECK(audit[0].headers.at("traceparent") == "00-abc-def-01");
   CHECK(audit[0].headers.at("x-origin") == "test");
   CHECK(audit[0].headers.at("schema_version") == "2");
+}
+
+TEST_CASE("the publisher sets every reserved header on a tenant event that gives all optional fields") {
+  Setup s;
+  {
+    Tx tx = s.pool->begin();
+    s.outbox.emit(tx, OutboxMessage{.event_type = "order.projected", .schema_version = 3, .topic = "orders",
+                                    .payload = {{"n", 1}}},
+                  {.scope = Scope::tenant("t-1"), .causation_id = "cause", .correlation_id = "corr",
+                   .headers = {{"x-origin", "test"}}, .traceparent = "00-abc-def-01"});
+    tx.commit();
+  }
+  Publisher publisher(s.pool, s.options());
+  REQUIRE(publisher.drain() == 1);
+  const auto records = s.kafka.read_all("orders", 1, 20s);
+  REQUIRE(records.size() == 1);
+  // The emitter rejects exactly these names as custom headers, because the publisher
+  // writes each of them: one list (boxcar/outbox/reserved_headers.hpp) for both sides.
+  for (const auto name : headers::kReserved) {
+    INFO(name);
+    CHECK(records[0].headers.count(std::string(name)) == 1);
+  }
+  CHECK(records[0].headers.size() == headers::kReserved.size() + 1);  // + x-origin
 }
 
 TEST_CASE("with every broker down nothing is marked published, and the backlog drains when they return") {

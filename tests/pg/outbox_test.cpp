@@ -4,6 +4,7 @@
 
 #include "boxcar/inbox/worker.hpp"
 #include "boxcar/outbox/outbox_emitter.hpp"
+#include "boxcar/outbox/reserved_headers.hpp"
 #include "boxcar/runtime/uuid.hpp"
 #include "worker_fixture.hpp"
 #include "order_events.hpp"
@@ -201,6 +202,10 @@ TEST_CASE("emit rejects bad input before writing anything, naming the field") {
   m.payload = {{"n", std::numeric_limits<double>::infinity()}};
   expect(m, {.scope = Scope::tenant("t")}, "JSON_NON_FINITE_NUMBER", "payload/n");
   expect(ok, {.scope = Scope::tenant("t"), .headers = {{"event_id", "forged"}}}, "OUTBOX_FIELD_INVALID", "headers/event_id");
+  // Every header the publisher sets itself, from the one shared list.
+  for (const auto name : headers::kReserved)
+    expect(ok, {.scope = Scope::tenant("t"), .headers = {{std::string(name), "forged"}}}, "OUTBOX_FIELD_INVALID",
+           "headers/" + std::string(name));
   tx.commit();
   CHECK(s.outbox_rows() == 0);
 }

@@ -1,0 +1,80 @@
+// Statement execution for the publisher (SQL text lives in publisher_queries.hpp).
+#include "event_store.hpp"
+
+#include <pqxx/pqxx>
+
+#include "boxcar/runtime/detail/pg_array.hpp"
+#include "boxcar/runtime/sql_identifier.hpp"
+#include "publisher_queries.hpp"
+
+namespace boxcar::detail {
+namespace {
+
+std::vector<SettledEvent> read_settled(const pqxx::result& rows) {
+  std::vector<SettledEvent> settled;
+  settled.reserve(rows.size());
+  for (const auto& row : rows)
+    settled.push_back({parse_outbox_status(row["status"].c_str()), row["topic"].as<std::string>()});
+  return settled;
+}
+
+}  // namespace
+
+ClaimedEvent ClaimedEvent::from_row(const pqxx::row& row) {
+  return {.id = row["id"].as<std::int64_t>(),
+          .event_id = row["event_id"].as<std::string>(),
+          .event_type = row["event_type"].as<std::string>(),
+          .schema_version = row["schema_version"].as<int>(),
+          .topic = row["topic"].as<std::string>(),
+          .message_key = row["message_key"].as<std::string>(),
+          .tenant_scope = row["tenant_scope"].as<std::string>(),
+          .tenant_id = row["tenant_id"].as<std::string>(),
+          .causation_id = row["causation_id"].as<std::string>(),
+          .correlation_id = row["correlation_id"].as<std::string>(),
+          .traceparent = row["traceparent"].as<std::string>(),
+          .headers_json = row["headers"].as<std::string>(),
+          .payload = row["payload"].as<std::string>(),
+          .attempts = row["attempts"].as<int>()};
+}
+
+EventStore::EventStore(std::shared_ptr<ConnectionPool> pool, const std::string& schema)
+    : pool_(std::move(pool)), names_("boxcar.publisher." + schema + ".") {
+  claim_ = with_schema(publisher_sql::kClaim, schema);
+  recover_ = with_schema(publisher_sql::kRecoverExpired, schema);
+  mark_published_ = with_schema(publisher_sql::kMarkPublished, schema);
+  mark_failed_ = with_schema(publisher_sql::kMarkFailed, schema);
+}
+
+std::vector<ClaimedEvent> EventStore::claim(std::size_t limit, const std::string& token,
+                                            std::chrono::milliseconds lease) {
+  const auto rows = pool_->autocommit(names_ + "claim", claim_, static_cast<long long>(limit), token,
+                                      static_cast<long long>(lease.count()));
+  std::vector<ClaimedEvent> events;
+  events.reserve(rows.size());
+  for (const auto& row : rows) events.push_back(ClaimedEvent::from_row(row));
+  return events;
+}
+
+std::vector<SettledEvent> EventStore::recover_expired(std::size_t limit, int max_attempts) {
+  return read_settled(
+      pool_->autocommit(names_ + "recover", recover_, static_cast<long long>(limit), max_attempts));
+}
+
+std::vector<PublishedEvent> EventStore::mark_published(std::span<const std::int64_t> ids, const std::string& token) {
+  const auto rows = pool_->autocommit(names_ + "published", mark_published_, pg_array(ids), token);
+  std::vector<PublishedEvent> published;
+  published.reserve(rows.size());
+  for (const auto& row : rows)
+    published.push_back({row["topic"].as<std::string>(), row["seconds_since_emit"].as<double>()});
+  return published;
+}
+
+std::vector<SettledEvent> EventStore::record_failure(std::span<const std::int64_t> ids, const std::string& token,
+                                                     const std::string& error, const BackoffOptions& backoff,
+                                                     int max_attempts) {
+  return read_settled(pool_->autocommit(names_ + "failed", mark_failed_, pg_array(ids), token, error,
+                                        static_cast<long long>(backoff.base.count()),
+                                        static_cast<long long>(backoff.cap.count()), max_attempts));
+}
+
+}  // namespace boxcar::detail
