@@ -60,16 +60,16 @@ class Publisher::Impl {
       : pool_(pool ? std::move(pool) : throw ConfigError("publisher.pool", "a connection pool is required")),
         options_(std::move(options)),
         log_(logger("publisher")) {
-    const std::string schema = validate_schema_name(options_.schema, "publisher.schema");
+    const std::string schema = validate_schema_name(options_.schema, "schema");
     if (options_.batch_size == 0) throw ConfigError("publisher.batch_size", "must be at least 1");
     if (options_.max_in_flight_batches == 0)
       throw ConfigError("publisher.max_in_flight_batches", "must be at least 1");
     if (options_.max_attempts < 0) throw ConfigError("publisher.max_attempts", "must be 0 (no limit) or more");
     if (options_.delivery_timeout < std::chrono::seconds(1))
-      throw ConfigError("publisher.delivery_timeout", "must be at least 1 s");
+      throw ConfigError("publisher.delivery_timeout_ms", "must be at least 1 s");
     if (options_.lease < options_.delivery_timeout + std::chrono::seconds(5))
-      throw ConfigError("publisher.lease", "must exceed publisher.delivery_timeout by at least 5 s, so a claim "
-                                           "cannot expire while its delivery reports may still arrive");
+      throw ConfigError("publisher.lease_ms", "must exceed publisher.delivery_timeout_ms by at least 5 s, so a claim "
+                                              "cannot expire while its delivery reports may still arrive");
     for (const auto& [type, topic] : options_.topic_overrides)
       if (type.empty() || topic.empty())
         throw ConfigError("publisher.topics", "a topic override needs an event type and a topic");
