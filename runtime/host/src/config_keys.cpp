@@ -154,7 +154,8 @@ ConfigKey kafka_properties() {
   ConfigKey key{.name = "kafka.<property>",
                 .type = "librdkafka property",
                 .doc = "any librdkafka property, passed through (`bootstrap.servers` is required by a publisher; "
-                       "`enable.idempotence` and `acks` are fixed); in the environment `_` stands for `.`",
+                       "`enable.idempotence` and `acks` are fixed); in the environment `_` stands for `.`; "
+                       "`config check` redacts passwords, secrets and SSL keys",
                 .env = "BOXCAR_KAFKA_<PROPERTY>",
                 .secret = true,
                 .family = "kafka."};
@@ -321,9 +322,9 @@ std::string reference_table() {
   const auto code = [](const std::string& text) { return text.empty() ? std::string() : "`" + text + "`"; };
   for (const auto& key : config_keys()) {
     std::string doc = key.doc;
-    if (key.secret) doc += " (redacted in `config check`)";
+    if (key.secret && key.family.empty()) doc += " (its password is redacted in `config check`)";
     out += "| " + code(key.name) + " | " + escape_cell(key.type) + " | " + code(key.env) + " | " +
-           code(escape_cell(key.default_value())) + " | " + escape_cell(doc) + " |\n";
+           (key.required ? key.default_value() : code(escape_cell(key.default_value()))) + " | " + escape_cell(doc) + " |\n";
   }
   return out;
 }
