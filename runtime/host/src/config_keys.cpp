@@ -1,7 +1,8 @@
 // The configuration key table: every settable field of RuntimeConfig, written once.
 // Loading (config.cpp), `config check`, validation errors and the reference table in
 // docs/runtime.md all come from here. To add a key: add the field to the component's
-// options struct, add one row below, and regenerate the docs table (docs/runtime.md).
+// options struct, add one row below, and regenerate the docs table with
+// scripts/config-reference (tests/host/config_keys_test.cpp fails until you do).
 #include <algorithm>
 #include <cctype>
 #include <sstream>
