@@ -68,8 +68,8 @@ class OrderProjection final : public boxcar::InboxHandler {
 };
 
 std::string bootstrap(const boxcar::RuntimeConfig& config) {
-  const auto it = config.kafka.find("bootstrap.servers");
-  if (it == config.kafka.end()) throw boxcar::ConfigError("kafka.bootstrap.servers", "set BOXCAR_KAFKA_BOOTSTRAP_SERVERS");
+  const auto it = config.publisher.kafka.find("bootstrap.servers");
+  if (it == config.publisher.kafka.end()) throw boxcar::ConfigError("kafka.bootstrap.servers", "set BOXCAR_KAFKA_BOOTSTRAP_SERVERS");
   return it->second;
 }
 
@@ -94,7 +94,7 @@ int mock_kafka() {
 }
 
 int init(const boxcar::RuntimeConfig& config) {
-  boxcar::migrate(config.database_url, {.schema = config.schema});
+  boxcar::migrate(config.pool.url, {.schema = config.schema});
   boxcar::Runtime runtime(config);
   boxcar::Tx tx = runtime.pool()->begin();
   tx.exec("CREATE TABLE IF NOT EXISTS " + boxcar::quote_identifier(config.schema) +

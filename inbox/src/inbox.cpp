@@ -81,14 +81,14 @@ std::string Inbox::notify_channel(const std::string& schema) { return "boxcar_in
 Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
     : pool_(std::move(pool)), options_(std::move(options)), queries_(std::make_unique<Queries>()) {
   if (!pool_) throw ConfigError("inbox.pool", "a connection pool is required");
-  const std::string schema = validate_schema_name(options_.schema, "inbox.schema");
+  const std::string schema = validate_schema_name(options_.schema, "schema");
   if (options_.consumers.empty())
-    throw ConfigError("inbox.consumers", "declare at least one consumer this module accepts");
+    throw ConfigError("consumers", "declare at least one consumer this module accepts");
   for (const auto& consumer : options_.consumers) {
     try {
       detail::check_text_field(consumer, "consumer", true);
     } catch (const InboxValidationError& e) {
-      throw ConfigError("inbox.consumers", e.what());
+      throw ConfigError("consumers", e.what());
     }
     queries_->consumers.insert(consumer);
   }

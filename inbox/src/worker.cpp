@@ -44,7 +44,7 @@ constexpr auto kCancelWait = 2s;
 std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& options,
                                                      const std::vector<HandlerRegistration>& handlers,
                                                      std::vector<std::string>& owned) {
-  validate_schema_name(options.schema, "worker.schema");
+  validate_schema_name(options.schema, "schema");
   const std::set<std::string> declared(options.consumers.begin(), options.consumers.end());
   std::map<std::string, detail::HandlerEntry> by_consumer;
   for (const auto& registration : handlers) {
@@ -90,12 +90,13 @@ std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& option
   if (options.claim_limit == 0) throw ConfigError("worker.claim_limit", "must be at least 1");
   if (options.max_attempts < 1) throw ConfigError("worker.max_attempts", "must be at least 1");
   if (options.handler_timeout <= std::chrono::milliseconds(0))
-    throw ConfigError("worker.handler_timeout", "must be positive");
+    throw ConfigError("worker.handler_timeout_ms", "must be positive");
   if (options.lease < options.handler_timeout + std::chrono::seconds(1))
-    throw ConfigError("worker.lease", "must exceed worker.handler_timeout by at least 1 s, so a claim "
-                                      "cannot expire while its transaction may still commit");
-  if (options.backoff.base.count() < 0 || options.backoff.cap < options.backoff.base)
-    throw ConfigError("worker.backoff", "needs 0 <= base <= cap");
+    throw ConfigError("worker.lease_ms", "must exceed worker.handler_timeout_ms by at least 1 s, so a claim "
+                                         "cannot expire while its transaction may still commit");
+  if (options.backoff.base.count() < 0) throw ConfigError("worker.backoff_base_ms", "must be 0 or more");
+  if (options.backoff.cap < options.backoff.base)
+    throw ConfigError("worker.backoff_cap_ms", "must be at least worker.backoff_base_ms");
   return by_consumer;
 }
 

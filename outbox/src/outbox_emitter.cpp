@@ -46,7 +46,7 @@ std::string OutboxEmitter::notify_channel(const std::string& schema) { return "b
 OutboxEmitter::OutboxEmitter(std::shared_ptr<ConnectionPool> pool, OutboxOptions options)
     : options_(std::move(options)) {
   if (!pool) throw ConfigError("outbox.pool", "a connection pool is required");
-  const std::string schema = validate_schema_name(options_.schema, "outbox.schema");
+  const std::string schema = validate_schema_name(options_.schema, "schema");
   insert_sql_ = with_schema(outbox_sql::kInsert, schema);
   insert_name_ = "boxcar.outbox.insert." + schema;
   if (options_.notify)

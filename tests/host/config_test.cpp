@@ -40,22 +40,22 @@ TEST_CASE("configuration precedence is defaults, then the file, then the environ
   const std::string file = write_file(R"({"worker": {"concurrency": 3, "batch_size": 8}, "consumers": ["a", "b"],
                                          "kafka": {"bootstrap.servers": "file:9092"}})");
   auto env = kBaseEnv;
-  CHECK(load_config({.environment = env}).worker_concurrency == 4);  // default
-  CHECK(load_config({.file = file, .environment = env}).worker_concurrency == 3);
+  CHECK(load_config({.environment = env}).worker.concurrency == 4);  // default
+  CHECK(load_config({.file = file, .environment = env}).worker.concurrency == 3);
   env.push_back("BOXCAR_WORKER_CONCURRENCY=5");
   env.push_back("BOXCAR_KAFKA_BOOTSTRAP_SERVERS=env:9092");
   const auto from_env = load_config({.file = file, .environment = env});
-  CHECK(from_env.worker_concurrency == 5);
-  CHECK(from_env.worker_batch_size == 8);  // only in the file
+  CHECK(from_env.worker.concurrency == 5);
+  CHECK(from_env.worker.batch_size == 8);  // only in the file
   CHECK(from_env.consumers == std::vector<std::string>{"a", "b"});
-  CHECK(from_env.kafka.at("bootstrap.servers") == "env:9092");
+  CHECK(from_env.publisher.kafka.at("bootstrap.servers") == "env:9092");
   const auto from_flags =
       load_config({.file = file, .environment = env, .flags = {{"worker.concurrency", "7"}, {"kafka.bootstrap.servers", "flag:9092"}}});
-  CHECK(from_flags.worker_concurrency == 7);
-  CHECK(from_flags.kafka.at("bootstrap.servers") == "flag:9092");
+  CHECK(from_flags.worker.concurrency == 7);
+  CHECK(from_flags.publisher.kafka.at("bootstrap.servers") == "flag:9092");
   // BOXCAR_CONFIG names the file when no flag does.
   env.push_back("BOXCAR_CONFIG=" + file);
-  CHECK(load_config({.environment = env}).worker_batch_size == 8);
+  CHECK(load_config({.environment = env}).worker.batch_size == 8);
 }
 
 TEST_CASE("invalid configuration names the offending key") {

@@ -36,20 +36,20 @@ bool eventually(const std::function<bool()>& done, std::chrono::milliseconds lim
 
 RuntimeConfig config_for(const TestDatabase& db, const MockKafka& kafka) {
   RuntimeConfig c;
-  c.database_url = db.url();
+  c.pool.url = db.url();
   c.schema = db.schema();
   c.consumers = {"orders.v1", "audit.v1"};
-  c.worker_consumers = {"orders.v1"};  // audit.v1 has no handler here: an orphan no worker owns
-  c.worker_max_attempts = 2;
-  c.worker_poll_interval = 100ms;
-  c.publisher_poll_interval = 100ms;
-  c.worker_lease = 5s;
-  c.worker_handler_timeout = 2s;
-  c.publisher_delivery_timeout = 5s;
-  c.publisher_lease = 15s;
-  c.kafka = {{"bootstrap.servers", kafka.bootstrap_servers()}};
-  c.http_listen = "127.0.0.1:0";
-  c.backlog_interval = 200ms;
+  c.worker.owned_consumers = {"orders.v1"};  // audit.v1 has no handler here: an orphan no worker owns
+  c.worker.max_attempts = 2;
+  c.worker.poll_interval = 100ms;
+  c.publisher.poll_interval = 100ms;
+  c.worker.lease = 5s;
+  c.worker.handler_timeout = 2s;
+  c.publisher.delivery_timeout = 5s;
+  c.publisher.lease = 15s;
+  c.publisher.kafka = {{"bootstrap.servers", kafka.bootstrap_servers()}};
+  c.http.listen = "127.0.0.1:0";
+  c.backlog.interval = 200ms;
   return c;
 }
 
@@ -162,7 +162,7 @@ TEST_CASE("readiness lists database, migrations and kafka for a publisher, and n
   MockKafka kafka;
   std::optional<TcpProxy> proxy(std::in_place, "127.0.0.1", port_of(db.url()));
   auto config = config_for(db, kafka);
-  config.database_url = proxy->route(db.url());
+  config.pool.url = proxy->route(db.url());
   Runtime runtime(config);
   runtime.start(Role::Publisher);
   const int port = runtime.http_port();

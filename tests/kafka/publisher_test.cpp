@@ -275,7 +275,7 @@ TEST_CASE("publisher configuration errors name the key") {
   expect(o, "kafka.no.such.property");
   o = s.options();
   o.lease = 3s;
-  expect(o, "publisher.lease");
+  expect(o, "publisher.lease_ms");
   o = s.options();
   o.batch_size = 0;
   expect(o, "publisher.batch_size");

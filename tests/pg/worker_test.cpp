@@ -270,7 +270,7 @@ TEST_CASE("startup fails with a clear error for inconsistent handler and ownersh
   auto short_lease = s.options();
   short_lease.lease = 2s;
   short_lease.handler_timeout = 2s;
-  expect_config_error(short_lease, {s.writer()}, "worker.lease");
+  expect_config_error(short_lease, {s.writer()}, "worker.lease_ms");
 
   auto too_many_threads = s.options();
   too_many_threads.concurrency = 12;  // the pool has 12 connections: one short

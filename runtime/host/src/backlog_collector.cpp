@@ -79,11 +79,11 @@ BacklogCollector::BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::sh
                                    BacklogOptions options)
     : options_(std::move(options)), pool_(std::move(pool)), metrics_(std::move(metrics)),
       state_(std::make_unique<State>()) {
-  validate_schema_name(options_.schema, "backlog.schema");
+  validate_schema_name(options_.schema, "schema");
   if (!pool_) throw ConfigError("backlog.pool", "a connection pool is required");
   if (!metrics_) throw ConfigError("backlog.metrics", "the collector only sets metrics: a Metrics is required");
   if (options_.interval <= std::chrono::milliseconds::zero())
-    throw ConfigError("backlog.interval", "must be positive");
+    throw ConfigError("metrics.backlog_interval_ms", "must be positive");
   state_->queries = queries(options_.schema);
   for (const auto& query : state_->queries)
     state_->names.push_back("boxcar.backlog." + query.name + "." + options_.schema);

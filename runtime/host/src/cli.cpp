@@ -52,7 +52,7 @@ void add_role_commands(detail::CommandTree& tree, const Runtime::HandlerFactory&
 
 void add_schema_commands(detail::CommandTree& tree) {
   tree.add(tree.root(), "migrate", "apply the schema migrations", [](const RuntimeConfig& config) {
-    const auto report = migrate(config.database_url, {.schema = config.schema});
+    const auto report = migrate(config.pool.url, {.schema = config.schema});
     for (int version : report.applied) std::cout << "applied migration " << version << "\n";
     std::cout << "schema '" << config.schema << "' is at version " << report.version << "\n";
     return 0;

@@ -15,7 +15,9 @@ namespace boxcar::detail {
 namespace {
 
 std::shared_ptr<ConnectionPool> operator_pool(const RuntimeConfig& config) {
-  return ConnectionPool::create({.url = config.database_url, .size = 2});
+  PoolOptions options = config.pool;
+  options.size = 2;
+  return ConnectionPool::create(std::move(options));
 }
 
 // 90s, 15m, 2h, 7d (a bare number is seconds); nullopt when malformed.

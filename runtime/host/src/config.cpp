@@ -1,10 +1,10 @@
-// Loading RuntimeConfig: defaults < JSON file < environment < flags, validated per key.
+// Loading RuntimeConfig: defaults < JSON file < environment < flags, each key parsed and
+// validated by its row of the key table (config_keys.cpp).
 #include "boxcar/host/config.hpp"
 
 #include <cctype>
 #include <fstream>
-#include <functional>
-#include <sstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -15,120 +15,23 @@ extern char** environ;
 namespace boxcar {
 namespace {
 
-using Setter = std::function<void(RuntimeConfig&, const std::string& key, const std::string& value)>;
-
-std::vector<std::string> split_list(const std::string& value) {
-  std::vector<std::string> items;
-  std::stringstream in(value);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    const auto first = item.find_first_not_of(' ');
-    const auto last = item.find_last_not_of(' ');
-    if (first != std::string::npos) items.push_back(item.substr(first, last - first + 1));
-  }
-  return items;
-}
-
-long long parse_number(const std::string& key, const std::string& value, long long min) {
-  try {
-    std::size_t used = 0;
-    const long long n = std::stoll(value, &used);
-    if (used == value.size() && n >= min) return n;
-  } catch (const std::exception&) {
-  }
-  throw ConfigError(key, "expects a whole number of at least " + std::to_string(min) + ", got '" + value + "'");
-}
-
-bool parse_bool(const std::string& key, const std::string& value) {
-  if (value == "true" || value == "1" || value == "yes") return true;
-  if (value == "false" || value == "0" || value == "no") return false;
-  throw ConfigError(key, "expects true or false, got '" + value + "'");
-}
-
-Setter size(std::size_t RuntimeConfig::*field, long long min = 1) {
-  return [=](RuntimeConfig& c, const std::string& k, const std::string& v) {
-    c.*field = static_cast<std::size_t>(parse_number(k, v, min));
-  };
-}
-Setter integer(int RuntimeConfig::*field, long long min) {
-  return [=](RuntimeConfig& c, const std::string& k, const std::string& v) {
-    c.*field = static_cast<int>(parse_number(k, v, min));
-  };
-}
-Setter millis(std::chrono::milliseconds RuntimeConfig::*field) {
-  return [=](RuntimeConfig& c, const std::string& k, const std::string& v) {
-    c.*field = std::chrono::milliseconds(parse_number(k, v, 1));
-  };
-}
-Setter text(std::string RuntimeConfig::*field) {
-  return [=](RuntimeConfig& c, const std::string&, const std::string& v) { c.*field = v; };
-}
-Setter list(std::vector<std::string> RuntimeConfig::*field) {
-  return [=](RuntimeConfig& c, const std::string&, const std::string& v) { c.*field = split_list(v); };
-}
-
-const std::map<std::string, Setter>& setters() {
-  static const std::map<std::string, Setter> table = {
-      {"database.url", text(&RuntimeConfig::database_url)},
-      {"schema", text(&RuntimeConfig::schema)},
-      {"pool.size", size(&RuntimeConfig::pool_size)},
-      {"consumers", list(&RuntimeConfig::consumers)},
-      {"worker.enabled",
-       [](RuntimeConfig& c, const std::string& k, const std::string& v) { c.worker_enabled = parse_bool(k, v); }},
-      {"worker.consumers", list(&RuntimeConfig::worker_consumers)},
-      {"worker.concurrency", size(&RuntimeConfig::worker_concurrency)},
-      {"worker.batch_size", size(&RuntimeConfig::worker_batch_size)},
-      {"worker.lease_ms", millis(&RuntimeConfig::worker_lease)},
-      {"worker.handler_timeout_ms", millis(&RuntimeConfig::worker_handler_timeout)},
-      {"worker.max_attempts", integer(&RuntimeConfig::worker_max_attempts, 1)},
-      {"worker.poll_interval_ms", millis(&RuntimeConfig::worker_poll_interval)},
-      {"publisher.batch_size", size(&RuntimeConfig::publisher_batch_size)},
-      {"publisher.max_attempts", integer(&RuntimeConfig::publisher_max_attempts, 0)},
-      {"publisher.delivery_timeout_ms", millis(&RuntimeConfig::publisher_delivery_timeout)},
-      {"publisher.lease_ms", millis(&RuntimeConfig::publisher_lease)},
-      {"publisher.poll_interval_ms", millis(&RuntimeConfig::publisher_poll_interval)},
-      {"publisher.topics",
-       [](RuntimeConfig& c, const std::string& k, const std::string& v) {
-         for (const auto& pair : split_list(v)) {
-           const auto eq = pair.find('=');
-           if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
-             throw ConfigError(k, "expects EVENT_TYPE=TOPIC[,...], got '" + pair + "'");
-           c.publisher_topics[pair.substr(0, eq)] = pair.substr(eq + 1);
-         }
-       }},
-      {"http.listen", text(&RuntimeConfig::http_listen)},
-      {"metrics.backlog_interval_ms", millis(&RuntimeConfig::backlog_interval)},
-      {"shutdown.grace_ms", millis(&RuntimeConfig::shutdown_grace)},
-      {"log.format", text(&RuntimeConfig::log_format)},
-      {"log.level", text(&RuntimeConfig::log_level)},
-  };
-  return table;
-}
-
 void apply(RuntimeConfig& config, const std::string& key, const std::string& value) {
-  if (key.starts_with("kafka.") && key.size() > 6) {
-    config.kafka[key.substr(6)] = value;
-    return;
-  }
-  if (key.starts_with("publisher.topics.") && key.size() > 17) {
-    config.publisher_topics[key.substr(17)] = value;
-    return;
-  }
-  const auto setter = setters().find(key);
-  if (setter == setters().end()) throw ConfigError(key, "is not a Boxcar configuration key");
-  setter->second(config, key, value);
+  const ConfigKey* found = find_config_key(key);
+  if (found == nullptr) throw ConfigError(key, "is not a Boxcar configuration key");
+  found->set(config, key, value);
 }
 
-std::string env_name(const std::string& key) {
-  std::string name = "BOXCAR_";
-  for (char c : key) name += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return name;
+// A family's members keep their dots in a file: {"kafka": {"bootstrap.servers": ...}}.
+bool is_family(const std::string& prefix) {
+  for (const auto& key : config_keys())
+    if (!key.family.empty() && key.family == prefix + ".") return true;
+  return false;
 }
 
 void flatten(const nlohmann::json& json, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& out) {
-  if (json.is_object() && !(prefix == "kafka" || prefix == "publisher.topics")) {
+  if (json.is_object() && !is_family(prefix)) {
     for (const auto& [name, value] : json.items()) flatten(value, prefix.empty() ? name : prefix + "." + name, out);
-  } else if (json.is_object()) {  // kafka properties and topic maps contain dots themselves
+  } else if (json.is_object()) {
     for (const auto& [name, value] : json.items())
       out.emplace_back(prefix + "." + name, value.is_string() ? value.get<std::string>() : value.dump());
   } else if (json.is_array()) {
@@ -146,26 +49,32 @@ std::vector<std::string> process_environment() {
   return env;
 }
 
-void validate(const RuntimeConfig& c) {
-  if (c.database_url.empty()) throw ConfigError("database.url", "is required (BOXCAR_DATABASE_URL or --database-url)");
-  if (c.log_format != "text" && c.log_format != "json") throw ConfigError("log.format", "expects text or json");
-  static const std::vector<std::string> levels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
-  if (std::find(levels.begin(), levels.end(), c.log_level) == levels.end())
-    throw ConfigError("log.level", "expects one of trace, debug, info, warn, error, critical, off");
-  if (!c.http_listen.empty()) {
-    const auto colon = c.http_listen.rfind(':');
-    if (colon == std::string::npos || colon + 1 == c.http_listen.size() ||
-        c.http_listen.find_first_not_of("0123456789", colon + 1) != std::string::npos)
-      throw ConfigError("http.listen", "expects HOST:PORT (port 0 picks a free one), got '" + c.http_listen + "'");
+// Known variables only (other BOXCAR_* variables belong to others). A family's variable
+// ends in a placeholder: BOXCAR_KAFKA_<PROPERTY> -> kafka.<property>, '_' as '.'.
+void apply_environment(RuntimeConfig& config, const std::map<std::string, std::string>& env) {
+  for (const auto& key : config_keys()) {
+    if (key.env.empty()) continue;
+    const auto placeholder = key.env.find('<');
+    if (placeholder == std::string::npos) {
+      const auto found = env.find(key.env);
+      if (found != env.end()) apply(config, key.name, found->second);
+      continue;
+    }
+    const std::string prefix = key.env.substr(0, placeholder);
+    for (const auto& [name, value] : env) {
+      if (!name.starts_with(prefix) || name.size() <= prefix.size()) continue;
+      std::string member = name.substr(prefix.size());
+      for (char& ch : member) ch = ch == '_' ? '.' : static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      apply(config, key.family + member, value);
+    }
   }
 }
 
-bool is_secret(const std::string& key) {
-  std::string lower = key;
-  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return lower.find("password") != std::string::npos || lower.find("secret") != std::string::npos ||
-         (lower.find("key") != std::string::npos && lower.starts_with("kafka.ssl")) ||
-         lower.find("sasl.oauthbearer.config") != std::string::npos;
+void validate(const RuntimeConfig& config) {
+  const RuntimeConfig defaults;
+  for (const auto& key : config_keys())
+    if (key.required && key.show(config) == key.show(defaults))
+      throw ConfigError(key.name, "is required (" + key.env + " or --set " + key.name + "=...)");
 }
 
 }  // namespace
@@ -219,17 +128,8 @@ RuntimeConfig load_config(const ConfigSources& sources) {
     for (const auto& [key, value] : pairs) apply(config, key, value);
   }
 
-  // 2. The environment: known keys only (other BOXCAR_* variables belong to others).
-  for (const auto& [key, setter] : setters()) {
-    const auto found = env_values.find(env_name(key));
-    if (found != env_values.end()) apply(config, key, found->second);
-  }
-  for (const auto& [name, value] : env_values) {
-    if (!name.starts_with("BOXCAR_KAFKA_") || name.size() <= 13) continue;
-    std::string property = name.substr(13);
-    for (char& ch : property) ch = ch == '_' ? '.' : static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    config.kafka[property] = value;
-  }
+  // 2. The environment.
+  apply_environment(config, env_values);
 
   // 3. Flags.
   for (const auto& [key, value] : sources.flags)
@@ -239,38 +139,10 @@ RuntimeConfig load_config(const ConfigSources& sources) {
   return config;
 }
 
-std::vector<std::pair<std::string, std::string>> describe(const RuntimeConfig& c) {
-  const auto join = [](const std::vector<std::string>& items) {
-    std::string out;
-    for (const auto& item : items) out += (out.empty() ? "" : ",") + item;
-    return out;
-  };
-  std::vector<std::pair<std::string, std::string>> out = {
-      {"database.url", redact_url(c.database_url)},
-      {"schema", c.schema},
-      {"pool.size", std::to_string(c.pool_size)},
-      {"consumers", join(c.consumers)},
-      {"worker.enabled", c.worker_enabled ? "true" : "false"},
-      {"worker.consumers", join(c.worker_consumers)},
-      {"worker.concurrency", std::to_string(c.worker_concurrency)},
-      {"worker.batch_size", std::to_string(c.worker_batch_size)},
-      {"worker.lease_ms", std::to_string(c.worker_lease.count())},
-      {"worker.handler_timeout_ms", std::to_string(c.worker_handler_timeout.count())},
-      {"worker.max_attempts", std::to_string(c.worker_max_attempts)},
-      {"worker.poll_interval_ms", std::to_string(c.worker_poll_interval.count())},
-      {"publisher.batch_size", std::to_string(c.publisher_batch_size)},
-      {"publisher.max_attempts", std::to_string(c.publisher_max_attempts)},
-      {"publisher.delivery_timeout_ms", std::to_string(c.publisher_delivery_timeout.count())},
-      {"publisher.lease_ms", std::to_string(c.publisher_lease.count())},
-      {"publisher.poll_interval_ms", std::to_string(c.publisher_poll_interval.count())},
-      {"http.listen", c.http_listen},
-      {"metrics.backlog_interval_ms", std::to_string(c.backlog_interval.count())},
-      {"shutdown.grace_ms", std::to_string(c.shutdown_grace.count())},
-      {"log.format", c.log_format},
-      {"log.level", c.log_level},
-  };
-  for (const auto& [type, topic] : c.publisher_topics) out.emplace_back("publisher.topics." + type, topic);
-  for (const auto& [name, value] : c.kafka) out.emplace_back("kafka." + name, is_secret("kafka." + name) ? "***" : value);
+std::vector<std::pair<std::string, std::string>> describe(const RuntimeConfig& config) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& key : config_keys())
+    for (auto& shown : key.show(config)) out.push_back(std::move(shown));
   return out;
 }
 

@@ -33,7 +33,7 @@ struct Runtime::Impl {
 
 Runtime::Runtime(RuntimeConfig config) : impl_(std::make_unique<Impl>()) {
   impl_->config = std::move(config);
-  impl_->pool = ConnectionPool::create({.url = impl_->config.database_url, .size = impl_->config.pool_size});
+  impl_->pool = ConnectionPool::create(impl_->config.pool);
 }
 
 Runtime::~Runtime() { stop(); }
@@ -106,43 +106,27 @@ void Runtime::start(Role role, std::vector<HandlerRegistration> handlers) {
     throw ConfigError("consumers", "a worker or ingress declares the consumers it handles (BOXCAR_CONSUMERS)");
 
   if (run_worker) {
-    impl_->worker = std::make_unique<Worker>(
-        impl_->pool,
-        WorkerOptions{.schema = c.schema,
-                      .consumers = c.consumers,
-                      .enabled = c.worker_enabled,
-                      .owned_consumers = c.worker_consumers,
-                      .concurrency = c.worker_concurrency,
-                      .batch_size = c.worker_batch_size,
-                      .lease = c.worker_lease,
-                      .handler_timeout = c.worker_handler_timeout,
-                      .max_attempts = c.worker_max_attempts,
-                      .poll_interval = c.worker_poll_interval,
-                      .shutdown_grace = c.shutdown_grace,
-                      .metrics = impl_->metrics},
-        std::move(handlers));
+    // The runtime-wide facts (schema, declared consumers, metrics) complete the options.
+    WorkerOptions options = c.worker;
+    options.schema = c.schema;
+    options.consumers = c.consumers;
+    options.metrics = impl_->metrics;
+    impl_->worker = std::make_unique<Worker>(impl_->pool, std::move(options), std::move(handlers));
   }
   if (run_publisher) {
-    if (!c.kafka.contains("bootstrap.servers"))
+    if (!c.publisher.kafka.contains("bootstrap.servers"))
       throw ConfigError("kafka.bootstrap.servers", "a publisher needs it (BOXCAR_KAFKA_BOOTSTRAP_SERVERS)");
-    impl_->publisher = std::make_unique<Publisher>(
-        impl_->pool, PublisherOptions{.schema = c.schema,
-                                      .kafka = c.kafka,
-                                      .topic_overrides = c.publisher_topics,
-                                      .batch_size = c.publisher_batch_size,
-                                      .lease = c.publisher_lease,
-                                      .delivery_timeout = c.publisher_delivery_timeout,
-                                      .max_attempts = c.publisher_max_attempts,
-                                      .poll_interval = c.publisher_poll_interval,
-                                      .metrics = impl_->metrics});
+    PublisherOptions options = c.publisher;
+    options.schema = c.schema;
+    options.metrics = impl_->metrics;
+    impl_->publisher = std::make_unique<Publisher>(impl_->pool, std::move(options));
   }
-  impl_->collector = std::make_unique<BacklogCollector>(
-      impl_->pool, impl_->metrics,
-      BacklogOptions{.schema = c.schema, .declared_consumers = c.consumers, .interval = c.backlog_interval});
-  if (!c.http_listen.empty()) {
-    impl_->http = std::make_unique<HttpServer>(HttpOptions{.listen = c.http_listen}, impl_->metrics,
-                                               [this] { return readiness(); });
-  }
+  BacklogOptions backlog = c.backlog;
+  backlog.schema = c.schema;
+  backlog.declared_consumers = c.consumers;
+  impl_->collector = std::make_unique<BacklogCollector>(impl_->pool, impl_->metrics, std::move(backlog));
+  if (!c.http.listen.empty())
+    impl_->http = std::make_unique<HttpServer>(c.http, impl_->metrics, [this] { return readiness(); });
   impl_->collector->start();
   if (impl_->worker) impl_->worker->start();
   if (impl_->publisher) impl_->publisher->start();

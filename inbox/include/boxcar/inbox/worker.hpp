@@ -105,7 +105,7 @@ class Worker {
   ///   handler (with no explicit list an enabled worker owns every declared consumer, so
   ///   each needs a handler) or not declared, and for an enabled worker that would own
   ///   no consumer; "handlers" for two handlers of one consumer or a handler
-  ///   of an undeclared consumer, "worker.lease" when the lease does not exceed the
+  ///   of an undeclared consumer, "worker.lease_ms" when the lease does not exceed the
   ///   handler timeout by at least a second, "pool.size" when the pool has fewer than
   ///   concurrency + 1 connections, and for zero/negative sizes.
   Worker(std::shared_ptr<ConnectionPool> pool, WorkerOptions options,

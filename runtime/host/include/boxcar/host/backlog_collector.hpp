@@ -44,7 +44,7 @@ class BacklogCollector {
     std::string sql;
   };
 
-  /// @throws ConfigError ("backlog.schema", "backlog.interval", "backlog.pool",
+  /// @throws ConfigError ("schema", "metrics.backlog_interval_ms", "backlog.pool",
   ///   "backlog.metrics") for an invalid schema, a non-positive interval or a null
   ///   pool or metrics. Does not touch the database.
   BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::shared_ptr<Metrics> metrics,

@@ -3,6 +3,12 @@
 // environment variables and command-line flags, and validated at startup with errors
 // that name the offending key.
 //
+// RuntimeConfig nests the components' own option structs: a component's options are its
+// configuration, and their defaults are the defaults. One key table (config_keys())
+// names each settable field once (name, type, environment variable, doc, secret?) and
+// drives loading, validation errors, `config check` and the reference table in
+// docs/runtime.md (a test compares it with reference_table()).
+//
 // Keys are dotted names. In the environment a key is BOXCAR_ + the key upper-cased with
 // '.' as '_' (worker.batch_size -> BOXCAR_WORKER_BATCH_SIZE); librdkafka properties are
 // kafka.<property> (BOXCAR_KAFKA_BOOTSTRAP_SERVERS -> kafka.bootstrap.servers). In a
@@ -10,51 +16,77 @@
 // line: --set key=value, or the shorthands listed in docs/runtime.md.
 #pragma once
 
-#include <chrono>
-#include <map>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "boxcar/host/backlog_collector.hpp"
+#include "boxcar/host/http_server.hpp"
+#include "boxcar/inbox/worker.hpp"
+#include "boxcar/publisher/publisher.hpp"
+#include "boxcar/runtime/connection_pool.hpp"
+
 namespace boxcar {
 
 struct RuntimeConfig {
-  std::string database_url{};
+  /// database.url is pool.url; pool.size defaults to 10 here (≥ worker.concurrency + 1).
+  PoolOptions pool{.size = 10};
+  /// Schema holding Boxcar's tables; the Runtime hands it to every component (their own
+  /// `schema` fields are not configuration keys).
   std::string schema = "boxcar";
-  std::size_t pool_size = 10;
-  /// The consumers this module declares (what its Inbox accepts).
+  /// The consumers this module declares (what its Inbox accepts); the Runtime hands them
+  /// to the worker and the backlog collector.
   std::vector<std::string> consumers{};
-
-  bool worker_enabled = true;
-  /// worker.consumers: owned consumers; empty = every declared consumer (each needs a
-  /// handler, or startup fails).
-  std::vector<std::string> worker_consumers{};
-  std::size_t worker_concurrency = 4;
-  std::size_t worker_batch_size = 1;
-  std::chrono::milliseconds worker_lease{60000};
-  std::chrono::milliseconds worker_handler_timeout{30000};
-  int worker_max_attempts = 10;
-  std::chrono::milliseconds worker_poll_interval{1000};
-
-  std::size_t publisher_batch_size = 1000;
-  int publisher_max_attempts = 0;
-  std::chrono::milliseconds publisher_delivery_timeout{30000};
-  std::chrono::milliseconds publisher_lease{90000};
-  std::chrono::milliseconds publisher_poll_interval{1000};
-  /// event type -> topic.
-  std::map<std::string, std::string> publisher_topics{};
-  /// librdkafka properties, passed through.
-  std::map<std::string, std::string> kafka{};
-
-  /// host:port for /metrics, /healthz, /readyz; empty disables the HTTP server.
-  std::string http_listen = "127.0.0.1:9464";
-  std::chrono::milliseconds backlog_interval{15000};
-  std::chrono::milliseconds shutdown_grace{10000};
+  /// The worker's options; schema, consumers and metrics are filled in by the Runtime.
+  WorkerOptions worker{};
+  /// The publisher's options (kafka.*, publisher.topics.*); schema and metrics are filled
+  /// in by the Runtime.
+  PublisherOptions publisher{};
+  /// http.listen: /metrics, /healthz, /readyz; empty disables the HTTP server.
+  HttpOptions http{};
+  /// metrics.backlog_interval_ms; schema and declared consumers are filled in by the Runtime.
+  BacklogOptions backlog{};
   /// "text" or "json".
   std::string log_format = "text";
   /// trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
 };
+
+/// One configuration key: the single place its name, type, documentation, environment
+/// variable and field are written.
+struct ConfigKey {
+  /// "worker.lease_ms"; a family of keys ends in ".<...>" ("kafka.<property>").
+  std::string name{};
+  /// What a value looks like: "count ≥ 1", "milliseconds ≥ 1", "true|false", "text|json", ...
+  std::string type{};
+  std::string doc{};
+  /// The environment variable ("" when the key has none).
+  std::string env{};
+  /// `config check` shows the value redacted.
+  bool secret = false;
+  /// load_config fails without it.
+  bool required = false;
+  /// For a family of keys, the prefix every member has ("kafka."); empty for a plain key.
+  std::string family{};
+  /// Sets the field from its textual value. @throws ConfigError(name) for a bad value.
+  std::function<void(RuntimeConfig&, const std::string& key, const std::string& value)> set{};
+  /// The effective values (one per key; several for a family), secrets redacted.
+  std::function<std::vector<std::pair<std::string, std::string>>(const RuntimeConfig&)> show{};
+
+  /// The value of a default RuntimeConfig, as `config check` would print it.
+  std::string default_value() const;
+};
+
+/// Every configuration key, in the order of the reference table.
+const std::vector<ConfigKey>& config_keys();
+
+/// The key `name` belongs to (exact name, else the family whose prefix it has); null if none.
+const ConfigKey* find_config_key(const std::string& name);
+
+/// The Markdown reference table of every key (the section of docs/runtime.md between
+/// <!-- config-reference:begin --> and <!-- config-reference:end -->).
+std::string reference_table();
 
 /// Where a RuntimeConfig comes from. The defaults are the real process inputs.
 struct ConfigSources {
