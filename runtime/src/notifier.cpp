@@ -2,6 +2,7 @@
 #include <pqxx/pqxx>
 
 #include "boxcar/runtime/notifier.hpp"
+#include "runtime_queries.hpp"
 
 #include <chrono>
 #include <vector>
@@ -74,7 +75,7 @@ void AsyncNotifier::run() {
       payloads += '}';
       // One autocommit statement for everything that accumulated while the last one ran.
       pqxx::nontransaction(*connection)
-          .exec_params("SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload", channel_, payloads);
+          .exec_params(detail::runtime_sql::kNotifyMany, channel_, payloads);
     } catch (const std::exception& e) {
       connection.reset();
       spdlog::warn("notify on channel {} failed, listeners fall back to polling: {}", channel_,
