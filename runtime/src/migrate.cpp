@@ -12,6 +12,7 @@
 #include "boxcar/runtime/database_errors.hpp"
 #include "boxcar/runtime/error.hpp"
 #include "boxcar/runtime/sql_identifier.hpp"
+#include "runtime_queries.hpp"
 
 namespace boxcar {
 namespace {
@@ -37,20 +38,16 @@ std::vector<Migration> embedded_migrations() {
   return all;
 }
 
-// Different schemas migrate independently; one schema's runners queue up.
-constexpr const char* kLockSql = "SELECT pg_advisory_lock(hashtextextended('boxcar.migrate:' || $1, 0))";
-constexpr const char* kUnlockSql =
-    "SELECT pg_advisory_unlock(hashtextextended('boxcar.migrate:' || $1, 0))";
 
 class SessionLock {
  public:
   SessionLock(pqxx::connection& connection, const std::string& schema)
       : connection_(connection), schema_(schema) {
-    pqxx::nontransaction(connection_).exec_params(kLockSql, schema_);
+    pqxx::nontransaction(connection_).exec_params(detail::runtime_sql::kMigrateLock, schema_);
   }
   ~SessionLock() {
     try {
-      pqxx::nontransaction(connection_).exec_params(kUnlockSql, schema_);
+      pqxx::nontransaction(connection_).exec_params(detail::runtime_sql::kMigrateUnlock, schema_);
     } catch (...) {
       // The lock dies with the session, which closes right after.
     }

@@ -3,6 +3,7 @@
 
 #include "boxcar/runtime/notifier.hpp"
 #include "boxcar/runtime/detail/pg_array.hpp"
+#include "runtime_queries.hpp"
 
 #include <chrono>
 #include <vector>
@@ -66,8 +67,7 @@ void AsyncNotifier::run() {
       for (const auto& payload : batch) payloads.add(std::string_view(payload));
       // One autocommit statement for everything that accumulated while the last one ran.
       pqxx::nontransaction(*connection)
-          .exec_params("SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload", channel_,
-                       std::move(payloads).finish());
+          .exec_params(detail::runtime_sql::kNotifyMany, channel_, std::move(payloads).finish());
     } catch (const std::exception& e) {
       connection.reset();
       spdlog::warn("notify on channel {} failed, listeners fall back to polling: {}", channel_,

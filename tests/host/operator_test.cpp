@@ -239,6 +239,36 @@ TEST_CASE("dead list returns only DEAD records that are not discarded and honour
   CHECK(to_table(all).find("TimeoutError: upstream timed out after <n>s") != std::string::npos);
 }
 
+TEST_CASE("functions planted on the caller's search_path do not change which DEAD records are selected") {
+  Setup s;
+  const auto a = s.dead(kOrders, "a", "TimeoutError", "upstream timed out after 30s");
+  const auto b = s.dead(kOrders, "b", "TimeoutError", "upstream timed out after 45s");
+  // A schema first on the operator's search_path (as public is for many roles), with an
+  // exact-type cardinality(bigint[]) that would beat the polymorphic
+  // pg_catalog.cardinality(anyarray), and a failure_fingerprint that would merge every
+  // failure into one group.
+  const std::string planted = s.db.schema() + "_planted";
+  s.exec("CREATE SCHEMA " + planted);
+  s.exec("CREATE FUNCTION " + planted + ".cardinality(bigint[]) RETURNS integer LANGUAGE sql AS 'SELECT 1'");
+  s.exec("CREATE FUNCTION " + planted +
+         ".failure_fingerprint(text, text) RETURNS text LANGUAGE sql AS $$SELECT 'planted'$$");
+  const auto separator = s.db.url().find('?') == std::string::npos ? "?" : "&";
+  auto hijacked = ConnectionPool::create(
+      {.url = s.db.url() + separator + "options=-csearch_path%3D" + planted + "%2Cpublic", .size = 1});
+
+  const auto records = dead_list(*hijacked, s.db.schema(), RecordKind::Inbox);
+  CHECK(ids_of(records) == std::vector<std::int64_t>{a, b});
+  REQUIRE(records.size() == 2);
+  CHECK(records[0].failure == "TimeoutError: upstream timed out after <n>s");
+  const auto groups = dead_groups(*hijacked, s.db.schema(), RecordKind::Inbox);
+  REQUIRE(groups.size() == 1);
+  CHECK(groups[0].count == 2);
+  CHECK(dead_retry(*hijacked, s.db.schema(), RecordKind::Inbox, {.all = true}, "alice").ids ==
+        std::vector<std::int64_t>{a, b});
+  hijacked.reset();
+  s.exec("DROP SCHEMA " + planted + " CASCADE");
+}
+
 TEST_CASE("dead groups put failures that differ only in numbers, uuids and hex ids into one group") {
   Setup s;
   s.dead(kOrders, "1", "NotFound", "order 1001 not found", 3h);

@@ -1,0 +1,27 @@
+// The inbox's named statements, for the test that prepares every component's SQL.
+#include "boxcar/inbox/detail/named_statements.hpp"
+
+#include "inbox_queries.hpp"
+#include "worker_queries.hpp"
+
+namespace boxcar::detail {
+
+std::vector<NamedStatement> inbox_statements() {
+  return {{"inbox.insert", inbox_sql::kInsert},
+          {"inbox.lookup", inbox_sql::kLookup},
+          {"inbox.insert_many", inbox_sql::kInsertMany},
+          {"inbox.lookup_many", inbox_sql::kLookupMany},
+          {"worker.claim", worker_sql::kClaim},
+          {"worker.recover_expired", worker_sql::kRecoverExpired},
+          {"worker.release_expired", worker_sql::kReleaseExpired},
+          {"worker.terminate_backend", worker_sql::kTerminateBackend},
+          {"worker.lock", worker_sql::kLock},
+          {"worker.lock_many", worker_sql::kLockMany},
+          {"worker.complete", worker_sql::kComplete},
+          {"worker.complete_many", worker_sql::kCompleteMany},
+          {"worker.transaction_ended", worker_sql::kTransactionEnded},
+          {"worker.fail", worker_sql::kFail},
+          {"worker.hand_back", worker_sql::kHandBack}};
+}
+
+}  // namespace boxcar::detail

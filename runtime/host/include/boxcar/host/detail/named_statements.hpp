@@ -1,0 +1,14 @@
+// The host library's named SQL statements, for the test that prepares every
+// component's statements (boxcar/runtime/detail/named_statements.hpp). Not public API.
+#pragma once
+
+#include <vector>
+
+#include "boxcar/runtime/detail/named_statements.hpp"
+
+namespace boxcar::detail {
+
+/// backlog_queries.hpp (the backlog collector) and operator_queries.hpp (status, dead records, retention).
+std::vector<NamedStatement> host_statements();
+
+}  // namespace boxcar::detail

@@ -1,0 +1,13 @@
+// The test kit's named statements, for the test that prepares every component's SQL.
+#include "boxcar/testing/detail/named_statements.hpp"
+
+#include "testing_queries.hpp"
+
+namespace boxcar::detail {
+
+std::vector<NamedStatement> testing_statements() {
+  return {{"testing.receipt_state", testing_sql::kReceiptState},
+          {"testing.capture_published", testing_sql::kCapturePublished}};
+}
+
+}  // namespace boxcar::detail
