@@ -24,7 +24,7 @@
 
 #include "ingress.hpp"
 #include "rabbitmq_node.hpp"
-#include "test_database.hpp"
+#include "boxcar/testing/testing.hpp"
 
 extern char** environ;
 
@@ -160,7 +160,7 @@ std::string temp_log(const char* name) {
 TEST_CASE("the ingress acks accepted and duplicate deliveries and dead-letters conflicts and invalid ones") {
   const auto node = start_node_or_skip();
   if (!node) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   const IngressOptions options{.amqp = node->amqp()};
   AmqpSession admin(node->amqp());
   boxcar::examples::declare_topology(admin, options);
@@ -202,10 +202,10 @@ TEST_CASE("the ingress acks accepted and duplicate deliveries and dead-letters c
   REQUIRE(status == 0);
 
   // Two identities retained, once each; the conflict left the first record untouched.
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id IN ('evt-1', 'evt-4') "
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id IN ('evt-1', 'evt-4') "
                   "AND consumer = 'orders.projection.v1' AND scope_id = 'tenant-7'") == 2);
-  CHECK(db.scalar("SELECT (payload->>'total')::int FROM {schema}.inbox_receipts WHERE message_id = 'evt-1'") == 10);
+  CHECK(db.count("SELECT (payload->>'total')::int FROM {schema}.inbox_receipts WHERE message_id = 'evt-1'") == 10);
 
   // Every delivery was settled: nothing waits in the main queue, and exactly the
   // conflict and the three invalid ones went to the dead-letter queue.
@@ -227,7 +227,7 @@ TEST_CASE("the ingress acks accepted and duplicate deliveries and dead-letters c
 TEST_CASE("the ingress stops cleanly on SIGTERM and a later run deduplicates a redelivery") {
   const auto node = start_node_or_skip();
   if (!node) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   const IngressOptions options{.amqp = node->amqp()};
   AmqpSession admin(node->amqp());
   boxcar::examples::declare_topology(admin, options);
@@ -238,7 +238,7 @@ TEST_CASE("the ingress stops cleanly on SIGTERM and a later run deduplicates a r
                                                {"RABBITMQ_PORT", std::to_string(node->amqp_port())}};
   const std::function<std::uint32_t()> orders_depth = [&] { return admin.message_count("orders"); };
   const std::function<std::int64_t()> receipts = [&] {
-    return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts");
+    return db.count("SELECT count(*) FROM {schema}.inbox_receipts");
   };
 
   {
@@ -294,13 +294,13 @@ TEST_CASE("a storage failure requeues deliveries instead of acknowledging or dea
   CHECK(admin.message_count("orders.dead-letter") == 0);
 
   // Once the database is back, the same deliveries are accepted.
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   boxcar::Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {options.consumer}});
   options.until_idle = 1s;
   stop = false;
   const auto recovered = boxcar::examples::run_ingress(inbox, options, stop);
   CHECK(recovered.accepted == 3);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
   CHECK(eventually(orders_depth, 0u) == 0u);
 }
 
@@ -308,7 +308,7 @@ TEST_CASE("the tenant is the broker-validated publishing user: a forged user_id 
           "and a missing user_id or a contradicting tenant header is dead-lettered") {
   const auto node = start_node_or_skip();
   if (!node) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   IngressOptions options{.amqp = node->amqp()};
   options.until_idle = 1500ms;
   AmqpSession admin(node->amqp());
@@ -348,10 +348,10 @@ TEST_CASE("the tenant is the broker-validated publishing user: a forged user_id 
   const auto stats = boxcar::examples::run_ingress(inbox, options, stop);
   CHECK(stats.accepted == 2);
   CHECK(stats.rejected == 2);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'evt-1' "
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'evt-1' "
                   "AND scope_id IN ('tenant-7', 'tenant-8')") == 2);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'evt-4'") == 0);
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'evt-4'") == 0);
   REQUIRE(eventually(std::function<std::uint32_t()>([&] { return admin.message_count("orders.dead-letter"); }), 2u) ==
           2u);
   CHECK(drain_message_ids(admin, "orders.dead-letter") == std::multiset<std::string>{"evt-2", "evt-3"});

@@ -9,8 +9,8 @@
 
 #include "boxcar/outbox/outbox_emitter.hpp"
 #include "boxcar/publisher/publisher.hpp"
-#include "http_get.hpp"
-#include "mock_kafka.hpp"
+#include "exposition.hpp"
+#include "boxcar/testing/mock_kafka.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;
@@ -191,9 +191,9 @@ TEST_CASE("an event whose deliveries keep failing becomes DEAD after max_attempt
   CHECK(publisher.stats().failed == 6);
   const std::string text = options.metrics->serialize();
   INFO(text);
-  CHECK(metric_value(text, "boxcar_publisher_events_total", R"(outcome="dead",topic="orders")") == 3);
-  CHECK(metric_value(text, "boxcar_publisher_events_total", R"(outcome="failed",topic="orders")") == 6);
-  CHECK(metric_value(text, "boxcar_publisher_events_total", R"(outcome="delivered",topic="orders")") == -1);
+  CHECK(metric_value(text, "boxcar_publisher_events_total", {{"outcome", "dead"}, {"topic", "orders"}}) == 3);
+  CHECK(metric_value(text, "boxcar_publisher_events_total", {{"outcome", "failed"}, {"topic", "orders"}}) == 6);
+  CHECK(metric_value(text, "boxcar_publisher_events_total", {{"outcome", "delivered"}, {"topic", "orders"}}) == -1);
   CHECK(s.kafka.read_all("orders", 0, 5s).empty());
 }
 
@@ -217,8 +217,8 @@ TEST_CASE("events whose claim expired with their attempts used up become DEAD an
   CHECK(publisher.stats().dead == 3);
   const std::string text = options.metrics->serialize();
   INFO(text);
-  CHECK(metric_value(text, "boxcar_publisher_events_total", R"(outcome="dead",topic="orders")") == 3);
-  CHECK(metric_value(text, "boxcar_publisher_events_total", R"(outcome="delivered",topic="orders")") == 1);
+  CHECK(metric_value(text, "boxcar_publisher_events_total", {{"outcome", "dead"}, {"topic", "orders"}}) == 3);
+  CHECK(metric_value(text, "boxcar_publisher_events_total", {{"outcome", "delivered"}, {"topic", "orders"}}) == 1);
 }
 
 TEST_CASE("an idle publisher is woken by NOTIFY after the emitting transaction commits") {
