@@ -24,6 +24,7 @@
 
 #include "ingress.hpp"
 #include "rabbitmq_node.hpp"
+#include "boxcar/testing/eventually.hpp"
 #include "boxcar/testing/testing.hpp"
 
 extern char** environ;
@@ -35,6 +36,7 @@ using boxcar::examples::IngressOptions;
 using boxcar::examples::OutgoingMessage;
 using boxcar::examples::testing::BrokerUser;
 using boxcar::examples::testing::RabbitMqNode;
+using boxcar::testing::eventually_equals;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -49,19 +51,6 @@ std::unique_ptr<RabbitMqNode> start_node_or_skip() {
     return nullptr;
   }
   return std::make_unique<RabbitMqNode>(std::vector<BrokerUser>{kTenant7, kTenant8});
-}
-
-/// Polls `read` until it returns `expected` or `timeout` passes; returns the last value.
-/// Queue depths settle asynchronously (a closed channel requeues its deliveries).
-template <typename T>
-T eventually(const std::function<T()>& read, const T& expected, std::chrono::milliseconds timeout = 5s) {
-  const auto until = Clock::now() + timeout;
-  T value = read();
-  while (value != expected && Clock::now() < until) {
-    std::this_thread::sleep_for(50ms);
-    value = read();
-  }
-  return value;
 }
 
 /// Published by `tenant`'s broker user, which the user_id property names.
@@ -189,7 +178,7 @@ TEST_CASE("the ingress acks accepted and duplicate deliveries and dead-letters c
                               .body = R"({"orderId":"o-4"})"});
   const std::function<std::uint32_t()> orders_depth = [&] { return admin.message_count("orders"); };
   const std::function<std::uint32_t()> dead_depth = [&] { return admin.message_count("orders.dead-letter"); };
-  REQUIRE(eventually(orders_depth, 7u) == 7u);
+  REQUIRE(eventually_equals(orders_depth, 7u) == 7u);
 
   IngressProcess ingress({{"BOXCAR_DATABASE_URL", db.url()},
                           {"BOXCAR_SCHEMA", db.schema()},
@@ -209,8 +198,8 @@ TEST_CASE("the ingress acks accepted and duplicate deliveries and dead-letters c
 
   // Every delivery was settled: nothing waits in the main queue, and exactly the
   // conflict and the three invalid ones went to the dead-letter queue.
-  CHECK(eventually(orders_depth, 0u) == 0u);
-  REQUIRE(eventually(dead_depth, 4u) == 4u);
+  CHECK(eventually_equals(orders_depth, 0u) == 0u);
+  REQUIRE(eventually_equals(dead_depth, 4u) == 4u);
   std::map<std::string, std::string> bodies;
   CHECK(drain_message_ids(admin, "orders.dead-letter", &bodies) ==
         std::multiset<std::string>{"evt-1", "evt-2", "evt-3", "evt-5"});
@@ -244,7 +233,7 @@ TEST_CASE("the ingress stops cleanly on SIGTERM and a later run deduplicates a r
   {
     IngressProcess ingress(env, {}, temp_log("example-rabbitmq-sigterm"));
     producer.publish("orders", order_created("evt-1", R"({"orderId":"o-1"})"));
-    REQUIRE(eventually(receipts, std::int64_t{1}, 20s) == 1);
+    REQUIRE(eventually_equals(receipts, std::int64_t{1}, 20s) == 1);
     ingress.signal(SIGTERM);
     const std::optional<int> status = ingress.wait(10s);
     INFO("ingress output:\n" << ingress.output());
@@ -257,7 +246,7 @@ TEST_CASE("the ingress stops cleanly on SIGTERM and a later run deduplicates a r
   INFO("ingress output:\n" << again.output());
   REQUIRE(status == 0);
   CHECK(receipts() == 1);
-  CHECK(eventually(orders_depth, 0u) == 0u);
+  CHECK(eventually_equals(orders_depth, 0u) == 0u);
   CHECK(admin.message_count("orders.dead-letter") == 0);
   CHECK(again.output().find("accepted=0 duplicates=1") != std::string::npos);
 }
@@ -274,7 +263,7 @@ TEST_CASE("a storage failure requeues deliveries instead of acknowledging or dea
     producer.publish("orders", order_created(id, R"({"orderId":"o-1"})"));
   }
   const std::function<std::uint32_t()> orders_depth = [&] { return admin.message_count("orders"); };
-  REQUIRE(eventually(orders_depth, 3u) == 3u);
+  REQUIRE(eventually_equals(orders_depth, 3u) == 3u);
 
   // A database nobody listens on: every accept() is an InboxStorageError.
   auto dead_pool = boxcar::ConnectionPool::create(
@@ -290,7 +279,7 @@ TEST_CASE("a storage failure requeues deliveries instead of acknowledging or dea
   CHECK(stats.requeued >= 3);
   CHECK(stats.accepted + stats.duplicates + stats.rejected == 0);
   // Nothing was lost or dead-lettered: all three are back in the queue.
-  CHECK(eventually(orders_depth, 3u) == 3u);
+  CHECK(eventually_equals(orders_depth, 3u) == 3u);
   CHECK(admin.message_count("orders.dead-letter") == 0);
 
   // Once the database is back, the same deliveries are accepted.
@@ -301,7 +290,7 @@ TEST_CASE("a storage failure requeues deliveries instead of acknowledging or dea
   const auto recovered = boxcar::examples::run_ingress(inbox, options, stop);
   CHECK(recovered.accepted == 3);
   CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
-  CHECK(eventually(orders_depth, 0u) == 0u);
+  CHECK(eventually_equals(orders_depth, 0u) == 0u);
 }
 
 TEST_CASE("the tenant is the broker-validated publishing user: a forged user_id is refused by the broker, "
@@ -341,7 +330,7 @@ TEST_CASE("the tenant is the broker-validated publishing user: a forged user_id 
     CHECK(reply_code == 406);  // PRECONDITION_FAILED
   }
   const std::function<std::uint32_t()> orders_depth = [&] { return admin.message_count("orders"); };
-  REQUIRE(eventually(orders_depth, 4u) == 4u);
+  REQUIRE(eventually_equals(orders_depth, 4u) == 4u);
 
   boxcar::Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {options.consumer}, .notify = false});
   std::atomic<bool> stop{false};
@@ -352,7 +341,7 @@ TEST_CASE("the tenant is the broker-validated publishing user: a forged user_id 
   CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'evt-1' "
                   "AND scope_id IN ('tenant-7', 'tenant-8')") == 2);
   CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'evt-4'") == 0);
-  REQUIRE(eventually(std::function<std::uint32_t()>([&] { return admin.message_count("orders.dead-letter"); }), 2u) ==
+  REQUIRE(eventually_equals(std::function<std::uint32_t()>([&] { return admin.message_count("orders.dead-letter"); }), 2u) ==
           2u);
   CHECK(drain_message_ids(admin, "orders.dead-letter") == std::multiset<std::string>{"evt-2", "evt-3"});
 }
