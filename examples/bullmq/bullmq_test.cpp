@@ -28,8 +28,8 @@
 #include "child_process.hpp"
 #include "redis_server.hpp"
 #include "signature.hpp"
-#include "tcp_proxy.hpp"
-#include "test_database.hpp"
+#include "boxcar/testing/tcp_proxy.hpp"
+#include "boxcar/testing/testing.hpp"
 
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
@@ -212,7 +212,7 @@ class BullmqFixture {
   }
 
   std::int64_t receipts(const std::string& where = "TRUE") const {
-    return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE " + where);
+    return db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE " + where);
   }
 
   std::string logs() const {
@@ -220,7 +220,7 @@ class BullmqFixture {
            read_file(dir_.path / "worker.log");
   }
 
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   boxcar::testing::TcpProxy proxy{"127.0.0.1", port_of(db.url())};
 
  private:

@@ -9,12 +9,12 @@
 #include <catch2/catch.hpp>
 
 #include "ingress.hpp"
-#include "mock_kafka.hpp"
-#include "test_database.hpp"
+#include "boxcar/testing/mock_kafka.hpp"
+#include "boxcar/testing/testing.hpp"
 
 using namespace std::chrono_literals;
 using boxcar::testing::MockKafka;
-using boxcar::testing::TestDatabase;
+using boxcar::testing::TestSchema;
 
 namespace {
 
@@ -89,7 +89,7 @@ std::string header(const boxcar::testing::KafkaRecordRead& record, const std::st
 
 TEST_CASE("a poison record in the middle of a batch is dead-lettered with its reason and coordinates, "
           "and the records after it are accepted and committed") {
-  TestDatabase db;
+  TestSchema db;
   MockKafka kafka;
   const std::string topic = orders::tenant_topic("acme");
   kafka.create_topic(topic, 1);
@@ -115,8 +115,8 @@ TEST_CASE("a poison record in the middle of a batch is dead-lettered with its re
   CHECK(counts.value("conflict", 0) == 1);
 
   // The records after the poison ones are accepted, under the topic's tenant.
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 4);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_kind = 'tenant' AND scope_id = 'acme' "
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts") == 4);
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_kind = 'tenant' AND scope_id = 'acme' "
                   "AND message_id IN ('order-1', 'order-3', 'order-5', 'order-7')") == 4);
   // Every offset is committed: the partition moved past the poison.
   CHECK(committed_offset(kafka, "orders-ingress", topic) == 8);
@@ -145,7 +145,7 @@ TEST_CASE("a poison record in the middle of a batch is dead-lettered with its re
 
 TEST_CASE("the tenant comes from the topic a record was written to, and a tenant header naming another is "
           "dead-lettered") {
-  TestDatabase db;
+  TestSchema db;
   MockKafka kafka;
   kafka.create_topic(orders::tenant_topic("acme"), 1);
   kafka.create_topic(orders::tenant_topic("globex"), 1);
@@ -163,13 +163,13 @@ TEST_CASE("the tenant comes from the topic a record was written to, and a tenant
   INFO("counts " << counts.dump());
   // The same message id on two tenants' topics is two identities.
   const auto receipts = [&](const std::string& message_id, const std::string& tenant) {
-    return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = '" + message_id +
+    return db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = '" + message_id +
                      "' AND scope_kind = 'tenant' AND scope_id = '" + tenant + "'");
   };
   CHECK(receipts("order-1", "acme") == 1);
   CHECK(receipts("order-1", "globex") == 1);
   CHECK(receipts("order-8", "globex") == 1);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'order-9'") == 0);
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'order-9'") == 0);
   const auto dead = kafka.read_all(kDeadLetters, 1, 20s);
   REQUIRE(dead.size() == 1);
   CHECK(header(dead[0], "dlq.error.code") == "TENANT_MISMATCH");
@@ -178,7 +178,7 @@ TEST_CASE("the tenant comes from the topic a record was written to, and a tenant
 
 TEST_CASE("a storage failure commits and dead-letters nothing, and the same batch is accepted once the database "
           "is back") {
-  TestDatabase db;
+  TestSchema db;
   MockKafka kafka;
   const std::string topic = orders::tenant_topic("acme");
   kafka.create_topic(topic, 1);
@@ -218,14 +218,14 @@ TEST_CASE("a storage failure commits and dead-letters nothing, and the same batc
   INFO("counts " << counts.dump());
   CHECK(counts.value("accepted", 0) == 2);
   CHECK(counts.value("invalid", 0) == 1);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
   CHECK(committed_offset(kafka, "orders-ingress", topic) == 3);
   CHECK(kafka.read_all(kDeadLetters, 1, 20s).size() == 1);
 }
 
 TEST_CASE("dead letters the broker does not confirm leave the batch uncommitted, and the next attempt "
           "dead-letters and commits it") {
-  TestDatabase db;
+  TestSchema db;
   MockKafka kafka;
   const std::string topic = orders::tenant_topic("acme");
   kafka.create_topic(topic, 1);
@@ -246,7 +246,7 @@ TEST_CASE("dead letters the broker does not confirm leave the batch uncommitted,
   CHECK(attempts == 2);  // refused, rewound, consumed again
   CHECK(counts["accepted"] == 1);
   CHECK(counts["duplicate"] == 1);  // the second attempt finds order-1 already retained
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 1);
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts") == 1);
   CHECK(committed_offset(kafka, "orders-ingress", topic) == 2);
   const auto dead = kafka.read_all(kDeadLetters, 1, 20s);
   REQUIRE(dead.size() == 1);

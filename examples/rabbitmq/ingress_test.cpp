@@ -24,7 +24,8 @@
 
 #include "ingress.hpp"
 #include "rabbitmq_node.hpp"
-#include "test_database.hpp"
+#include "boxcar/testing/eventually.hpp"
+#include "boxcar/testing/testing.hpp"
 
 extern char** environ;
 
@@ -35,6 +36,7 @@ using boxcar::examples::IngressOptions;
 using boxcar::examples::OutgoingMessage;
 using boxcar::examples::testing::BrokerUser;
 using boxcar::examples::testing::RabbitMqNode;
+using boxcar::testing::eventually_equals;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -49,19 +51,6 @@ std::unique_ptr<RabbitMqNode> start_node_or_skip() {
     return nullptr;
   }
   return std::make_unique<RabbitMqNode>(std::vector<BrokerUser>{kTenant7, kTenant8});
-}
-
-/// Polls `read` until it returns `expected` or `timeout` passes; returns the last value.
-/// Queue depths settle asynchronously (a closed channel requeues its deliveries).
-template <typename T>
-T eventually(const std::function<T()>& read, const T& expected, std::chrono::milliseconds timeout = 5s) {
-  const auto until = Clock::now() + timeout;
-  T value = read();
-  while (value != expected && Clock::now() < until) {
-    std::this_thread::sleep_for(50ms);
-    value = read();
-  }
-  return value;
 }
 
 /// Published by `tenant`'s broker user, which the user_id property names.
@@ -160,7 +149,7 @@ std::string temp_log(const char* name) {
 TEST_CASE("the ingress acks accepted and duplicate deliveries and dead-letters conflicts and invalid ones") {
   const auto node = start_node_or_skip();
   if (!node) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   const IngressOptions options{.amqp = node->amqp()};
   AmqpSession admin(node->amqp());
   boxcar::examples::declare_topology(admin, options);
@@ -189,7 +178,7 @@ TEST_CASE("the ingress acks accepted and duplicate deliveries and dead-letters c
                               .body = R"({"orderId":"o-4"})"});
   const std::function<std::uint32_t()> orders_depth = [&] { return admin.message_count("orders"); };
   const std::function<std::uint32_t()> dead_depth = [&] { return admin.message_count("orders.dead-letter"); };
-  REQUIRE(eventually(orders_depth, 7u) == 7u);
+  REQUIRE(eventually_equals(orders_depth, 7u) == 7u);
 
   IngressProcess ingress({{"BOXCAR_DATABASE_URL", db.url()},
                           {"BOXCAR_SCHEMA", db.schema()},
@@ -202,15 +191,15 @@ TEST_CASE("the ingress acks accepted and duplicate deliveries and dead-letters c
   REQUIRE(status == 0);
 
   // Two identities retained, once each; the conflict left the first record untouched.
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id IN ('evt-1', 'evt-4') "
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id IN ('evt-1', 'evt-4') "
                   "AND consumer = 'orders.projection.v1' AND scope_id = 'tenant-7'") == 2);
-  CHECK(db.scalar("SELECT (payload->>'total')::int FROM {schema}.inbox_receipts WHERE message_id = 'evt-1'") == 10);
+  CHECK(db.count("SELECT (payload->>'total')::int FROM {schema}.inbox_receipts WHERE message_id = 'evt-1'") == 10);
 
   // Every delivery was settled: nothing waits in the main queue, and exactly the
   // conflict and the three invalid ones went to the dead-letter queue.
-  CHECK(eventually(orders_depth, 0u) == 0u);
-  REQUIRE(eventually(dead_depth, 4u) == 4u);
+  CHECK(eventually_equals(orders_depth, 0u) == 0u);
+  REQUIRE(eventually_equals(dead_depth, 4u) == 4u);
   std::map<std::string, std::string> bodies;
   CHECK(drain_message_ids(admin, "orders.dead-letter", &bodies) ==
         std::multiset<std::string>{"evt-1", "evt-2", "evt-3", "evt-5"});
@@ -227,7 +216,7 @@ TEST_CASE("the ingress acks accepted and duplicate deliveries and dead-letters c
 TEST_CASE("the ingress stops cleanly on SIGTERM and a later run deduplicates a redelivery") {
   const auto node = start_node_or_skip();
   if (!node) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   const IngressOptions options{.amqp = node->amqp()};
   AmqpSession admin(node->amqp());
   boxcar::examples::declare_topology(admin, options);
@@ -238,13 +227,13 @@ TEST_CASE("the ingress stops cleanly on SIGTERM and a later run deduplicates a r
                                                {"RABBITMQ_PORT", std::to_string(node->amqp_port())}};
   const std::function<std::uint32_t()> orders_depth = [&] { return admin.message_count("orders"); };
   const std::function<std::int64_t()> receipts = [&] {
-    return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts");
+    return db.count("SELECT count(*) FROM {schema}.inbox_receipts");
   };
 
   {
     IngressProcess ingress(env, {}, temp_log("example-rabbitmq-sigterm"));
     producer.publish("orders", order_created("evt-1", R"({"orderId":"o-1"})"));
-    REQUIRE(eventually(receipts, std::int64_t{1}, 20s) == 1);
+    REQUIRE(eventually_equals(receipts, std::int64_t{1}, 20s) == 1);
     ingress.signal(SIGTERM);
     const std::optional<int> status = ingress.wait(10s);
     INFO("ingress output:\n" << ingress.output());
@@ -257,7 +246,7 @@ TEST_CASE("the ingress stops cleanly on SIGTERM and a later run deduplicates a r
   INFO("ingress output:\n" << again.output());
   REQUIRE(status == 0);
   CHECK(receipts() == 1);
-  CHECK(eventually(orders_depth, 0u) == 0u);
+  CHECK(eventually_equals(orders_depth, 0u) == 0u);
   CHECK(admin.message_count("orders.dead-letter") == 0);
   CHECK(again.output().find("accepted=0 duplicates=1") != std::string::npos);
 }
@@ -274,7 +263,7 @@ TEST_CASE("a storage failure requeues deliveries instead of acknowledging or dea
     producer.publish("orders", order_created(id, R"({"orderId":"o-1"})"));
   }
   const std::function<std::uint32_t()> orders_depth = [&] { return admin.message_count("orders"); };
-  REQUIRE(eventually(orders_depth, 3u) == 3u);
+  REQUIRE(eventually_equals(orders_depth, 3u) == 3u);
 
   // A database nobody listens on: every accept() is an InboxStorageError.
   auto dead_pool = boxcar::ConnectionPool::create(
@@ -290,25 +279,25 @@ TEST_CASE("a storage failure requeues deliveries instead of acknowledging or dea
   CHECK(stats.requeued >= 3);
   CHECK(stats.accepted + stats.duplicates + stats.rejected == 0);
   // Nothing was lost or dead-lettered: all three are back in the queue.
-  CHECK(eventually(orders_depth, 3u) == 3u);
+  CHECK(eventually_equals(orders_depth, 3u) == 3u);
   CHECK(admin.message_count("orders.dead-letter") == 0);
 
   // Once the database is back, the same deliveries are accepted.
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   boxcar::Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {options.consumer}});
   options.until_idle = 1s;
   stop = false;
   const auto recovered = boxcar::examples::run_ingress(inbox, options, stop);
   CHECK(recovered.accepted == 3);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
-  CHECK(eventually(orders_depth, 0u) == 0u);
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
+  CHECK(eventually_equals(orders_depth, 0u) == 0u);
 }
 
 TEST_CASE("the tenant is the broker-validated publishing user: a forged user_id is refused by the broker, "
           "and a missing user_id or a contradicting tenant header is dead-lettered") {
   const auto node = start_node_or_skip();
   if (!node) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   IngressOptions options{.amqp = node->amqp()};
   options.until_idle = 1500ms;
   AmqpSession admin(node->amqp());
@@ -341,18 +330,18 @@ TEST_CASE("the tenant is the broker-validated publishing user: a forged user_id 
     CHECK(reply_code == 406);  // PRECONDITION_FAILED
   }
   const std::function<std::uint32_t()> orders_depth = [&] { return admin.message_count("orders"); };
-  REQUIRE(eventually(orders_depth, 4u) == 4u);
+  REQUIRE(eventually_equals(orders_depth, 4u) == 4u);
 
   boxcar::Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {options.consumer}, .notify = false});
   std::atomic<bool> stop{false};
   const auto stats = boxcar::examples::run_ingress(inbox, options, stop);
   CHECK(stats.accepted == 2);
   CHECK(stats.rejected == 2);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'evt-1' "
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'evt-1' "
                   "AND scope_id IN ('tenant-7', 'tenant-8')") == 2);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'evt-4'") == 0);
-  REQUIRE(eventually(std::function<std::uint32_t()>([&] { return admin.message_count("orders.dead-letter"); }), 2u) ==
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'evt-4'") == 0);
+  REQUIRE(eventually_equals(std::function<std::uint32_t()>([&] { return admin.message_count("orders.dead-letter"); }), 2u) ==
           2u);
   CHECK(drain_message_ids(admin, "orders.dead-letter") == std::multiset<std::string>{"evt-2", "evt-3"});
 }

@@ -17,7 +17,7 @@
 #include "boxcar/inbox/inbox.hpp"
 #include "redis_server.hpp"
 #include "stream_ingress.hpp"
-#include "test_database.hpp"
+#include "boxcar/testing/testing.hpp"
 
 extern char** environ;
 
@@ -89,11 +89,11 @@ std::vector<std::map<std::string, std::string>> dead_letters(RedisClient& redis,
   return out;
 }
 
-std::int64_t receipts(const boxcar::testing::TestDatabase& db) {
-  return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts");
+std::int64_t receipts(const boxcar::testing::TestSchema& db) {
+  return db.count("SELECT count(*) FROM {schema}.inbox_receipts");
 }
 
-boxcar::InboxOptions inbox_options(const boxcar::testing::TestDatabase& db) {
+boxcar::InboxOptions inbox_options(const boxcar::testing::TestSchema& db) {
   return {.schema = db.schema(), .consumers = {kConsumer}, .notify = false};
 }
 
@@ -150,7 +150,7 @@ TEST_CASE("accepted entries and redeliveries are acknowledged, conflicts and inv
           "[redis]") {
   const auto server = start_redis_or_skip();
   if (!server) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   boxcar::Inbox inbox(db.pool(), inbox_options(db));
   RedisClient redis(redis_options(*server));
   StreamIngress ingress(inbox, redis_options(*server), ingress_options());
@@ -199,7 +199,7 @@ TEST_CASE("a storage failure acknowledges nothing, and the pending entries are a
           "[redis]") {
   const auto server = start_redis_or_skip();
   if (!server) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   RedisClient redis(redis_options(*server));
 
   {
@@ -235,7 +235,7 @@ TEST_CASE("entries a crashed consumer read but never acknowledged are reclaimed 
           "[redis]") {
   const auto server = start_redis_or_skip();
   if (!server) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   boxcar::Inbox inbox(db.pool(), inbox_options(db));
   RedisClient redis(redis_options(*server));
   StreamIngress(inbox, redis_options(*server), ingress_options()).ensure_group();
@@ -275,7 +275,7 @@ TEST_CASE("entries a crashed consumer read but never acknowledged are reclaimed 
 TEST_CASE("the running consumer accepts new entries as they arrive and stops when asked", "[redis]") {
   const auto server = start_redis_or_skip();
   if (!server) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   boxcar::Inbox inbox(db.pool(), inbox_options(db));
   RedisClient redis(redis_options(*server));
   StreamIngress ingress(inbox, redis_options(*server), ingress_options());
@@ -298,7 +298,7 @@ TEST_CASE("the running consumer backs off and retries while the database is down
           "[redis]") {
   const auto server = start_redis_or_skip();
   if (!server) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   const std::string dead_url = "postgresql://boxcar@127.0.0.1:" + std::to_string(closed_loopback_port()) +
                                "/postgres?connect_timeout=2";
   boxcar::Inbox unreachable(boxcar::ConnectionPool::create({.url = dead_url, .size = 1}), inbox_options(db));
@@ -324,7 +324,7 @@ TEST_CASE("the running consumer backs off and retries while the database is down
 TEST_CASE("the example binary migrates, drains the stream with --once and exits on SIGTERM otherwise", "[redis]") {
   const auto server = start_redis_or_skip();
   if (!server) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   const std::string schema = db.schema() + "_bin";  // the binary migrates its own schema
   RedisClient redis(redis_options(*server));
   // The group starts at '$': create it before producing, as a deployment would.
@@ -339,7 +339,7 @@ TEST_CASE("the example binary migrates, drains the stream with --once and exits 
       {"REDIS_BLOCK_MS", "100"}};
   CHECK(wait_exit_code(spawn_ingress({"--once"}, env), 60s) == 0);
   const auto count = [&] {
-    return db.scalar("SELECT count(*) FROM \"" + schema + "\".inbox_receipts");
+    return db.count("SELECT count(*) FROM \"" + schema + "\".inbox_receipts");
   };
   CHECK(count() == 1);
   CHECK(pending(redis) == 0);
@@ -360,7 +360,7 @@ TEST_CASE("the tenant is the stream key, which only that tenant's ACL user can w
           "tenant is dead-lettered", "[redis]") {
   const auto server = start_redis_or_skip();
   if (!server) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   boxcar::Inbox inbox(db.pool(), inbox_options(db));
   RedisClient admin(redis_options(*server));
   // One ACL user per tenant, allowed to XADD to its own stream key and nothing else.
@@ -401,9 +401,9 @@ TEST_CASE("the tenant is the stream key, which only that tenant's ACL user can w
   CHECK(stats7.accepted == 1);
   CHECK(stats8.accepted == 1);
   CHECK(stats8.dead_lettered == 1);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'm-1' "
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'm-1' "
                   "AND scope_kind = 'tenant' AND scope_id IN ('tenant-7', 'tenant-8')") == 2);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id IN ('m-2', 'm-3')") == 0);
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id IN ('m-2', 'm-3')") == 0);
   const auto dead = dead_letters(admin, "orders:tenant-8:dead");
   REQUIRE(dead.size() == 1);
   CHECK(dead[0].at("error_code") == "TENANT_MISMATCH");

@@ -19,8 +19,8 @@
 #include "sqs_client.hpp"
 #include "sqs_ingress.hpp"
 #include "sqs_server.hpp"
-#include "tcp_proxy.hpp"
-#include "test_database.hpp"
+#include "boxcar/testing/tcp_proxy.hpp"
+#include "boxcar/testing/testing.hpp"
 
 extern char** environ;
 
@@ -74,11 +74,11 @@ int messages_in_flight(SqsClient& sqs, const std::string& queue_url) {
                        .at("ApproximateNumberOfMessagesNotVisible"));
 }
 
-std::int64_t receipts(const boxcar::testing::TestDatabase& db) {
-  return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts");
+std::int64_t receipts(const boxcar::testing::TestSchema& db) {
+  return db.count("SELECT count(*) FROM {schema}.inbox_receipts");
 }
 
-boxcar::InboxOptions inbox_options(const boxcar::testing::TestDatabase& db) {
+boxcar::InboxOptions inbox_options(const boxcar::testing::TestSchema& db) {
   return {.schema = db.schema(), .consumers = {kConsumer}, .notify = false};
 }
 
@@ -147,7 +147,7 @@ TEST_CASE("accepted messages are deleted, and a redelivery of an accepted event 
           "[sqs]") {
   const auto server = start_sqs_or_skip();
   if (!server) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   boxcar::Inbox inbox(db.pool(), inbox_options(db));
   SqsClient sqs({.endpoint = server->endpoint()});
   const TenantQueue queue = create_tenant_queue(sqs, "tenant-7");
@@ -167,7 +167,7 @@ TEST_CASE("accepted messages are deleted, and a redelivery of an accepted event 
   CHECK(stats.unsettled == 0);
   CHECK(receipts(db) == 2);
   // The tenant is the queue's.
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_kind = 'tenant' AND scope_id = "
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_kind = 'tenant' AND scope_id = "
                   "'tenant-7'") == 2);
   CHECK(messages_in(sqs, queue.queue_url) == 0);
 
@@ -196,7 +196,7 @@ TEST_CASE("a database outage deletes nothing: the messages reappear after their 
           "[sqs]") {
   const auto server = start_sqs_or_skip();
   if (!server) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   SqsClient sqs({.endpoint = server->endpoint()});
   const TenantQueue queue = create_tenant_queue(sqs, "tenant-7");
 
@@ -257,7 +257,7 @@ TEST_CASE("poison messages go to the dead-letter queue with their reason and lea
           "[sqs]") {
   const auto server = start_sqs_or_skip();
   if (!server) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   boxcar::Inbox inbox(db.pool(), inbox_options(db));
   SqsClient sqs({.endpoint = server->endpoint()});
   const TenantQueue queue = create_tenant_queue(sqs, "tenant-7");
@@ -310,7 +310,7 @@ TEST_CASE("the ingress binary takes each tenant from its queue and exits 0 with 
           "[sqs]") {
   const auto server = start_sqs_or_skip();
   if (!server) return;
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   SqsClient sqs({.endpoint = server->endpoint()});
   const TenantQueue seven = create_tenant_queue(sqs, "tenant-7");
   const TenantQueue nine = create_tenant_queue(sqs, "tenant-9");
@@ -329,8 +329,8 @@ TEST_CASE("the ingress binary takes each tenant from its queue and exits 0 with 
                                               {"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
                                               {"AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}});
   CHECK(wait_exit_code(pid, 60s) == 0);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_id = 'tenant-7'") == 1);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_id = 'tenant-9'") == 2);
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_id = 'tenant-7'") == 1);
+  CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_id = 'tenant-9'") == 2);
   CHECK(messages_in(sqs, seven.queue_url) == 0);
   CHECK(messages_in(sqs, nine.queue_url) == 0);
 

@@ -1,6 +1,6 @@
 // The webhook example's tests: verify() on its own (no database), then every row of the
 // response table with real HTTP requests over loopback against an in-process server on a
-// free port, backed by a fresh TestDatabase schema.
+// free port, backed by a fresh TestSchema schema.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -23,7 +23,7 @@
 
 #include "boxcar/inbox/inbox.hpp"
 #include "signature.hpp"
-#include "test_database.hpp"
+#include "boxcar/testing/testing.hpp"
 #include "webhook_server.hpp"
 
 using namespace std::chrono_literals;
@@ -155,12 +155,12 @@ const std::string kSecretsSpec = "tenant-a=" + kSecretA1 + ", tenant-a=" + kSecr
 
 /// A webhook server on a free loopback port over a fresh schema.
 struct WebhookFixture {
-  boxcar::testing::TestDatabase db;
+  boxcar::testing::TestSchema db;
   boxcar::Inbox inbox{db.pool(), {.schema = db.schema(), .consumers = {"orders.projection.v1"}}};
   webhook::Server server{inbox, {.listen = "127.0.0.1:0", .keys = webhook::parse_secrets(kSecretsSpec)}};
 
   int port() const { return server.port(); }
-  std::int64_t receipts() const { return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts"); }
+  std::int64_t receipts() const { return db.count("SELECT count(*) FROM {schema}.inbox_receipts"); }
 };
 
 }  // namespace
@@ -368,7 +368,7 @@ TEST_CASE("the same webhook-id with a different body is rejected with 409 IDENTI
   CHECK(r.status == 409);
   CHECK(r.json()["error"] == "IDENTITY_CONFLICT");
   CHECK(f.receipts() == 1);
-  CHECK(f.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE payload->>'total' = '10'") == 1);
+  CHECK(f.db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE payload->>'total' = '10'") == 1);
 
   // The same id from another tenant is another identity, not a conflict.
   Delivery b{.id = "evt-conflict", .body = order_created("o-1", 11)};
@@ -414,7 +414,7 @@ TEST_CASE("a delivery signed only with the rotated second secret verifies for th
   const HttpResponse r = post(f.port(), d.signed_with({kSecretA2}));
   INFO(r.body);
   REQUIRE(r.status == 202);
-  CHECK(f.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_id = 'tenant-a' AND "
+  CHECK(f.db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_id = 'tenant-a' AND "
                     "message_id = 'evt-rotated'") == 1);
 
   // A sender mid-rotation sends both; tenant-b's key maps to tenant-b.
@@ -422,7 +422,7 @@ TEST_CASE("a delivery signed only with the rotated second secret verifies for th
   CHECK(post(f.port(), both.signed_with({kSecretA1, kSecretA2})).status == 202);
   Delivery b{.id = "evt-b", .body = order_created("o-9")};
   CHECK(post(f.port(), b.signed_with({kSecretB})).status == 202);
-  CHECK(f.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_id = 'tenant-b'") == 1);
+  CHECK(f.db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_id = 'tenant-b'") == 1);
 }
 
 TEST_CASE("an invalid body is rejected with 400 naming the field, and nothing is stored") {
@@ -509,7 +509,7 @@ TEST_CASE("an unreachable database answers 503 with Retry-After and the sender's
 }
 
 TEST_CASE("the example_webhook binary migrates its schema, serves a signed delivery and stops on SIGTERM") {
-  boxcar::testing::TestDatabase db;  // for its URL and cleanup; the binary migrates its own schema
+  boxcar::testing::TestSchema db;  // for its URL and cleanup; the binary migrates its own schema
   const std::string schema = db.schema() + "_bin";
   const int port = dead_port();
   const pid_t pid = ::fork();
@@ -525,7 +525,7 @@ TEST_CASE("the example_webhook binary migrates its schema, serves a signed deliv
   }
   struct Cleanup {
     pid_t pid;
-    const boxcar::testing::TestDatabase& db;
+    const boxcar::testing::TestSchema& db;
     std::string schema;
     ~Cleanup() {
       if (pid > 0) {
@@ -555,7 +555,7 @@ TEST_CASE("the example_webhook binary migrates its schema, serves a signed deliv
   }
   INFO(r.body);
   CHECK(r.status == 202);
-  CHECK(db.scalar("SELECT count(*) FROM \"" + schema + "\".inbox_receipts WHERE scope_id = 'tenant-b'") == 1);
+  CHECK(db.count("SELECT count(*) FROM \"" + schema + "\".inbox_receipts WHERE scope_id = 'tenant-b'") == 1);
 
   REQUIRE(::kill(pid, SIGTERM) == 0);
   int status = 0;

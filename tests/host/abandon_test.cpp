@@ -17,12 +17,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 30s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!done() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(50ms);
-  return done();
-}
-
 // The exit status of `pid`, or -1 if it has not exited within `limit` (it is then killed).
 int exit_status_within(pid_t pid, std::chrono::milliseconds limit) {
   const auto end = std::chrono::steady_clock::now() + limit;

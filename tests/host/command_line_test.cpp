@@ -12,7 +12,8 @@
 
 #include "boxcar/outbox/outbox_emitter.hpp"
 #include "child_process.hpp"
-#include "mock_kafka.hpp"
+#include "boxcar/testing/eventually.hpp"
+#include "boxcar/testing/mock_kafka.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;
@@ -23,12 +24,6 @@ namespace {
 
 ProcessResult boxcar_cli(const std::string& arguments, const std::vector<std::string>& environment = {}) {
   return run_process(BOXCAR_CLI_PATH, split_words(arguments), environment, 30s);
-}
-
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 30s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!done() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(50ms);
-  return done();
 }
 
 void emit_events(TestDatabase& db, int count) {

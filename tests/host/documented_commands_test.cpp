@@ -18,7 +18,7 @@
 #include "boxcar/inbox/inbox.hpp"
 #include "child_process.hpp"
 #include "http_get.hpp"
-#include "mock_kafka.hpp"
+#include "boxcar/testing/mock_kafka.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;

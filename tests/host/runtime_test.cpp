@@ -12,9 +12,10 @@
 #include <thread>
 
 #include "boxcar/host/runtime.hpp"
+#include "exposition.hpp"
 #include "http_get.hpp"
-#include "mock_kafka.hpp"
-#include "tcp_proxy.hpp"
+#include "boxcar/testing/mock_kafka.hpp"
+#include "boxcar/testing/tcp_proxy.hpp"
 #include "worker_fixture.hpp"
 
 using namespace boxcar;
@@ -26,12 +27,6 @@ namespace {
 int port_of(const std::string& url) {
   const auto colon = url.rfind(':');
   return std::stoi(url.substr(colon + 1, url.find('/', colon) - colon - 1));
-}
-
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 30s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!done() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(50ms);
-  return done();
 }
 
 RuntimeConfig config_for(const TestDatabase& db, const MockKafka& kafka) {
@@ -94,33 +89,33 @@ TEST_CASE("a runtime running every role exports counters and backlog gauges that
   CHECK_THROWS_AS(runtime.inbox().accept(request("orders.v1", "ok-1", "different")), InboxConflictError);
 
   const auto metrics = [&] { return http_get(port, "/metrics").body; };
-  const auto value = [&](const std::string& name, const std::string& labels) {
+  const auto value = [&](const std::string& name, const Labels& labels) {
     return metric_value(metrics(), name, labels);
   };
   const bool settled = eventually([&] {
-    return value("boxcar_publisher_events_total", R"(outcome="delivered",topic="orders.projected")") == 5 &&
-           value("boxcar_inbox_processed_total", R"(consumer="orders.v1",event_type="order.created",outcome="dead")") == 2 &&
-           value("boxcar_inbox_receipts", R"(consumer="orders.v1",status="DEAD")") == 2;
+    return value("boxcar_publisher_events_total", {{"outcome", "delivered"}, {"topic", "orders.projected"}}) == 5 &&
+           value("boxcar_inbox_processed_total", {{"consumer", "orders.v1"}, {"event_type", "order.created"}, {"outcome", "dead"}}) == 2 &&
+           value("boxcar_inbox_receipts", {{"consumer", "orders.v1"}, {"status", "DEAD"}}) == 2;
   });
   const std::string text = metrics();
   INFO(text);
   CHECK(settled);
-  CHECK(metric_value(text, "boxcar_inbox_accept_total", R"(consumer="orders.v1",result="accepted")") == 7);
-  CHECK(metric_value(text, "boxcar_inbox_accept_total", R"(consumer="orders.v1",result="duplicate")") == 1);
-  CHECK(metric_value(text, "boxcar_inbox_accept_total", R"(consumer="orders.v1",result="conflict")") == 1);
-  CHECK(metric_value(text, "boxcar_inbox_accept_total", R"(consumer="audit.v1",result="accepted")") == 2);
+  CHECK(metric_value(text, "boxcar_inbox_accept_total", {{"consumer", "orders.v1"}, {"result", "accepted"}}) == 7);
+  CHECK(metric_value(text, "boxcar_inbox_accept_total", {{"consumer", "orders.v1"}, {"result", "duplicate"}}) == 1);
+  CHECK(metric_value(text, "boxcar_inbox_accept_total", {{"consumer", "orders.v1"}, {"result", "conflict"}}) == 1);
+  CHECK(metric_value(text, "boxcar_inbox_accept_total", {{"consumer", "audit.v1"}, {"result", "accepted"}}) == 2);
   CHECK(metric_value(text, "boxcar_inbox_processed_total",
-                     R"(consumer="orders.v1",event_type="order.created",outcome="completed")") == 5);
+                     {{"consumer", "orders.v1"}, {"event_type", "order.created"}, {"outcome", "completed"}}) == 5);
   CHECK(metric_value(text, "boxcar_inbox_processed_total",
-                     R"(consumer="orders.v1",event_type="order.created",outcome="retried")") == 1);
-  CHECK(metric_value(text, "boxcar_outbox_emitted_total", R"(event_type="order.projected",topic="orders.projected")") == 5);
-  CHECK(metric_value(text, "boxcar_inbox_handler_duration_seconds_count", R"(consumer="orders.v1")") == 8);
-  CHECK(metric_value(text, "boxcar_inbox_accept_to_complete_seconds_count", R"(consumer="orders.v1")") == 5);
-  CHECK(metric_value(text, "boxcar_publisher_emit_to_delivered_seconds_count", R"(topic="orders.projected")") == 5);
+                     {{"consumer", "orders.v1"}, {"event_type", "order.created"}, {"outcome", "retried"}}) == 1);
+  CHECK(metric_value(text, "boxcar_outbox_emitted_total", {{"event_type", "order.projected"}, {"topic", "orders.projected"}}) == 5);
+  CHECK(metric_value(text, "boxcar_inbox_handler_duration_seconds_count", {{"consumer", "orders.v1"}}) == 8);
+  CHECK(metric_value(text, "boxcar_inbox_accept_to_complete_seconds_count", {{"consumer", "orders.v1"}}) == 5);
+  CHECK(metric_value(text, "boxcar_publisher_emit_to_delivered_seconds_count", {{"topic", "orders.projected"}}) == 5);
   // The orphaned consumer (declared, owned by no worker) shows its backlog.
-  CHECK(metric_value(text, "boxcar_inbox_receipts", R"(consumer="audit.v1",status="PENDING")") == 2);
-  CHECK(metric_value(text, "boxcar_inbox_oldest_due_age_seconds", R"(consumer="audit.v1")") >= 0);
-  CHECK(metric_value(text, "boxcar_outbox_events", R"(status="PENDING")") == 0);
+  CHECK(metric_value(text, "boxcar_inbox_receipts", {{"consumer", "audit.v1"}, {"status", "PENDING"}}) == 2);
+  CHECK(metric_value(text, "boxcar_inbox_oldest_due_age_seconds", {{"consumer", "audit.v1"}}) >= 0);
+  CHECK(metric_value(text, "boxcar_outbox_events", {{"status", "PENDING"}}) == 0);
   runtime.stop();
   CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows") == 5);
 }

@@ -6,7 +6,7 @@
 #include "boxcar/inbox/worker.hpp"
 #include "boxcar/outbox/outbox_emitter.hpp"
 #include "boxcar/publisher/publisher.hpp"
-#include "mock_kafka.hpp"
+#include "boxcar/testing/mock_kafka.hpp"
 #include "order_events.hpp"
 #include "worker_fixture.hpp"
 

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "boxcar/outbox/outbox_emitter.hpp"
-#include "mock_kafka.hpp"
+#include "boxcar/testing/mock_kafka.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;

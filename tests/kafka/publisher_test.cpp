@@ -10,8 +10,9 @@
 #include "boxcar/outbox/outbox_emitter.hpp"
 #include "boxcar/outbox/reserved_headers.hpp"
 #include "boxcar/publisher/publisher.hpp"
-#include "http_get.hpp"
-#include "mock_kafka.hpp"
+#include "exposition.hpp"
+#include "boxcar/testing/eventually.hpp"
+#include "boxcar/testing/mock_kafka.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;
@@ -57,12 +58,6 @@ struct Setup {
     return db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = '" + status + "'");
   }
 };
-
-bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!done() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(20ms);
-  return done();
-}
 
 std::set<std::string> event_ids(const std::vector<KafkaRecordRead>& records) {
   std::set<std::string> ids;
@@ -156,7 +151,7 @@ TEST_CASE("with every broker down nothing is marked published, and the backlog d
   CHECK(s.count("PUBLISHED") == 0);
 
   s.kafka.set_all_down(false);
-  CHECK(wait_for([&] { return s.count("PUBLISHED") == 50; }, 60s));
+  CHECK(eventually([&] { return s.count("PUBLISHED") == 50; }, 60s));
   publisher.stop();
   const auto records = s.kafka.read_all("orders", 50, 20s);
   // At least once: every event arrived; duplicates (same id) are allowed, losses are not.
@@ -170,7 +165,7 @@ TEST_CASE("injected produce errors are retried until every event is delivered") 
   s.kafka.fail_next_produce_requests(2, RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT);
   Publisher publisher(s.pool, s.options());
   publisher.start();
-  CHECK(wait_for([&] { return s.count("PUBLISHED") == 40; }, 60s));
+  CHECK(eventually([&] { return s.count("PUBLISHED") == 40; }, 60s));
   publisher.stop();
   CHECK(event_ids(s.kafka.read_all("orders", 40, 20s)) == ids);
 }
@@ -205,7 +200,7 @@ TEST_CASE("an event whose deliveries keep failing becomes DEAD after max_attempt
   options.metrics = std::make_shared<Metrics>();
   Publisher publisher(s.pool, options);
   publisher.start();
-  CHECK(wait_for([&] { return s.count("DEAD") == 3; }, 60s));
+  CHECK(eventually([&] { return s.count("DEAD") == 3; }, 60s));
   publisher.stop();
 
   CHECK(s.count("PUBLISHED") == 0);
@@ -215,9 +210,9 @@ TEST_CASE("an event whose deliveries keep failing becomes DEAD after max_attempt
   CHECK(publisher.stats().failed == 6);
   const std::string text = options.metrics->serialize();
   INFO(text);
-  CHECK(metric_value(text, "boxcar_publisher_events_total", R"(outcome="dead",topic="orders")") == 3);
-  CHECK(metric_value(text, "boxcar_publisher_events_total", R"(outcome="failed",topic="orders")") == 6);
-  CHECK(metric_value(text, "boxcar_publisher_events_total", R"(outcome="delivered",topic="orders")") == -1);
+  CHECK(metric_value(text, "boxcar_publisher_events_total", {{"outcome", "dead"}, {"topic", "orders"}}) == 3);
+  CHECK(metric_value(text, "boxcar_publisher_events_total", {{"outcome", "failed"}, {"topic", "orders"}}) == 6);
+  CHECK(metric_value(text, "boxcar_publisher_events_total", {{"outcome", "delivered"}, {"topic", "orders"}}) == -1);
   CHECK(s.kafka.read_all("orders", 0, 5s).empty());
 }
 
@@ -241,8 +236,8 @@ TEST_CASE("events whose claim expired with their attempts used up become DEAD an
   CHECK(publisher.stats().dead == 3);
   const std::string text = options.metrics->serialize();
   INFO(text);
-  CHECK(metric_value(text, "boxcar_publisher_events_total", R"(outcome="dead",topic="orders")") == 3);
-  CHECK(metric_value(text, "boxcar_publisher_events_total", R"(outcome="delivered",topic="orders")") == 1);
+  CHECK(metric_value(text, "boxcar_publisher_events_total", {{"outcome", "dead"}, {"topic", "orders"}}) == 3);
+  CHECK(metric_value(text, "boxcar_publisher_events_total", {{"outcome", "delivered"}, {"topic", "orders"}}) == 1);
 }
 
 TEST_CASE("an idle publisher is woken by NOTIFY after the emitting transaction commits") {
@@ -253,7 +248,7 @@ TEST_CASE("an idle publisher is woken by NOTIFY after the emitting transaction c
   publisher.start();
   std::this_thread::sleep_for(500ms);  // idle now
   s.emit(1);
-  CHECK(wait_for([&] { return s.count("PUBLISHED") == 1; }, 5s));
+  CHECK(eventually([&] { return s.count("PUBLISHED") == 1; }, 5s));
   publisher.stop();
 }
 

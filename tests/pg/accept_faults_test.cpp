@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "boxcar/inbox/inbox.hpp"
-#include "tcp_proxy.hpp"
+#include "boxcar/testing/tcp_proxy.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "boxcar/inbox/worker.hpp"
+#include "exposition.hpp"
 #include "worker_fixture.hpp"
 
 using namespace boxcar;
@@ -17,22 +18,6 @@ using namespace std::chrono_literals;
 namespace {
 
 const std::string kConsumer = "c.v1";
-
-template <typename Predicate>
-bool eventually(Predicate predicate, std::chrono::milliseconds limit = 20s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return predicate();
-}
-
-// The value of an unlabelled counter in the Prometheus text, -1 when absent.
-double counter_value(const std::string& exposition, const std::string& name) {
-  const auto at = exposition.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stod(exposition.substr(at + name.size() + 2));
-}
 
 struct Setup {
   TestDatabase db;
@@ -126,7 +111,7 @@ void run_with_stuck_handler(bool keep_querying) {
   CHECK(std::chrono::steady_clock::now() - stop_started < 10s);  // liveness bound: grace 1 s
   CHECK(worker->abandoned_handlers() == 1);
   CHECK(worker->stats().abandoned_handlers == 1);
-  CHECK(counter_value(metrics->serialize(), "boxcar_worker_abandoned_handlers_total") == 1);
+  CHECK(metric_value(metrics->serialize(), "boxcar_worker_abandoned_handlers_total") == 1);
 
   // The abandoned thread still runs and still holds what it may touch after returning.
   worker.reset();

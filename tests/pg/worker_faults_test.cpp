@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "boxcar/inbox/worker.hpp"
-#include "tcp_proxy.hpp"
+#include "boxcar/testing/tcp_proxy.hpp"
 #include "worker_fixture.hpp"
 
 using namespace boxcar;

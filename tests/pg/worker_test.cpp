@@ -56,16 +56,6 @@ struct Setup {
   }
 };
 
-template <typename Predicate>
-bool eventually(Predicate predicate, std::chrono::milliseconds limit = 10s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return predicate();
-}
-
 }  // namespace
 
 TEST_CASE("completion commits the handler's rows together with the COMPLETED receipt") {

@@ -1,50 +1,73 @@
-// Loopback HTTP GET and Prometheus sample lookup for tests.
+// The tests' loopback HTTP client.
 #include "http_get.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
-#include <sstream>
+#include <cstdint>
 #include <stdexcept>
 
 namespace boxcar::testing {
+namespace {
 
-HttpResponse http_get(int port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    throw std::runtime_error("http_get: cannot connect to port " + std::to_string(port));
+class Socket {
+ public:
+  Socket() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    if (fd_ < 0) throw std::runtime_error("http_request: socket() failed");
   }
-  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  if (::write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
-    ::close(fd);
-    throw std::runtime_error("http_get: write failed");
+  ~Socket() { ::close(fd_); }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+HttpResponse http_request(int port, const std::string& method, const std::string& path) {
+  Socket socket;
+  timeval timeout{5, 0};
+  ::setsockopt(socket.fd(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  ::setsockopt(socket.fd(), SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(socket.fd(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0)
+    throw std::runtime_error("http_request: cannot connect to port " + std::to_string(port));
+
+  const std::string request =
+      method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+  std::size_t sent = 0;
+  while (sent < request.size()) {
+    const auto n = ::send(socket.fd(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) throw std::runtime_error("http_request: send failed");
+    sent += static_cast<std::size_t>(n);
   }
   std::string raw;
   char buffer[8192];
-  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) raw.append(buffer, static_cast<size_t>(n));
-  ::close(fd);
+  for (;;) {
+    const auto n = ::recv(socket.fd(), buffer, sizeof buffer, 0);
+    if (n < 0) throw std::runtime_error("http_request: no answer within 5 s from port " + std::to_string(port));
+    if (n == 0) break;
+    raw.append(buffer, static_cast<std::size_t>(n));
+  }
+
+  const auto header_end = raw.find("\r\n\r\n");
+  if (header_end == std::string::npos || raw.rfind("HTTP/1.", 0) != 0)
+    throw std::runtime_error("http_request: not an HTTP response: " + raw.substr(0, 200));
   HttpResponse response;
-  std::istringstream status_line(raw.substr(0, raw.find("\r\n")));
-  std::string version;
-  status_line >> version >> response.status;
-  const auto body = raw.find("\r\n\r\n");
-  if (body != std::string::npos) response.body = raw.substr(body + 4);
+  response.headers = raw.substr(0, header_end);
+  response.body = raw.substr(header_end + 4);
+  response.status = std::stoi(response.headers.substr(response.headers.find(' ') + 1, 3));
   return response;
 }
 
-double metric_value(const std::string& exposition, const std::string& name, const std::string& labels) {
-  const std::string prefix = labels.empty() ? name + " " : name + "{" + labels + "} ";
-  std::istringstream lines(exposition);
-  for (std::string line; std::getline(lines, line);)
-    if (line.starts_with(prefix)) return std::stod(line.substr(prefix.size()));
-  return -1;
-}
+HttpResponse http_get(int port, const std::string& path) { return http_request(port, "GET", path); }
 
 }  // namespace boxcar::testing

@@ -1,4 +1,5 @@
-// A minimal blocking HTTP/1.0 GET over loopback for tests that scrape /metrics.
+// The one HTTP client of Boxcar's tests: a blocking HTTP/1.1 request over loopback, read to
+// EOF, for the /metrics, /healthz and /readyz endpoints.
 #pragma once
 
 #include <string>
@@ -7,14 +8,17 @@ namespace boxcar::testing {
 
 struct HttpResponse {
   int status = 0;
+  std::string headers;  // the status line and header lines, without the blank line
   std::string body;
 };
 
-/// GET http://127.0.0.1:port/path; throws std::runtime_error when it cannot connect.
-HttpResponse http_get(int port, const std::string& path);
+/// `method path` to http://127.0.0.1:port with an empty body and `Connection: close`.
+/// Sends and reads time out after 5 s, so a server that hangs fails the test instead of
+/// hanging it. @throws std::runtime_error when it cannot connect, times out or gets no
+/// HTTP answer.
+HttpResponse http_request(int port, const std::string& method, const std::string& path);
 
-/// The value of the sample `name{labels}` (labels exactly as serialised, e.g.
-/// `consumer="a",result="accepted"`; empty for none) in Prometheus text, or -1 if absent.
-double metric_value(const std::string& exposition, const std::string& name, const std::string& labels = "");
+/// http_request(port, "GET", path).
+HttpResponse http_get(int port, const std::string& path);
 
 }  // namespace boxcar::testing

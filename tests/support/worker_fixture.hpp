@@ -1,5 +1,5 @@
 // Shared pieces of the worker tests: an application table without a unique constraint
-// (so a double commit would show as two rows) and handlers built from lambdas.
+// (so a double commit would show as two rows); handlers from lambdas come from the kit.
 #pragma once
 
 #include <functional>
@@ -7,23 +7,11 @@
 
 #include "boxcar/inbox/handler.hpp"
 #include "boxcar/inbox/inbox.hpp"
+#include "boxcar/testing/eventually.hpp"
+#include "boxcar/testing/lambda_handler.hpp"
 #include "test_database.hpp"
 
 namespace boxcar::testing {
-
-class LambdaHandler final : public InboxHandler {
- public:
-  using Body = std::function<void(const nlohmann::json&, HandlerContext&)>;
-  explicit LambdaHandler(Body body) : body_(std::move(body)) {}
-  void handle(const nlohmann::json& payload, HandlerContext& context) override { body_(payload, context); }
-
- private:
-  Body body_;
-};
-
-inline std::shared_ptr<InboxHandler> handler(LambdaHandler::Body body) {
-  return std::make_shared<LambdaHandler>(std::move(body));
-}
 
 /// Creates {schema}.app_rows (message_id text, attempt int) with no unique constraint.
 inline void create_app_table(TestDatabase& db) {

@@ -49,11 +49,18 @@ std::shared_ptr<ConnectionPool> TestSchema::pool(std::size_t size) {
   return pool_;
 }
 
-std::int64_t TestSchema::count(const std::string& sql) {
-  Tx tx = pool()->begin();
-  const auto value = tx.exec(with_schema(sql, schema_))[0][0].as<std::int64_t>();
-  tx.commit();
-  return value;
+std::string TestSchema::qualified(const std::string& sql) const { return with_schema(sql, schema_); }
+
+std::int64_t TestSchema::count(const std::string& sql) const {
+  pqxx::connection c(url_);
+  pqxx::nontransaction tx(c);
+  return tx.exec1(qualified(sql))[0].as<std::int64_t>();
+}
+
+pqxx::result TestSchema::query(const std::string& sql) const {
+  pqxx::connection c(url_);
+  pqxx::nontransaction tx(c);
+  return tx.exec(qualified(sql));
 }
 
 void TestSchema::execute(const std::string& sql) {

@@ -10,6 +10,11 @@
 //   CHECK(boxcar::testing::receipt_state(db, request)->status == boxcar::ReceiptStatus::Completed);
 //   CHECK(boxcar::testing::capture_published(db).size() == 1);
 //
+// More of the kit, each in its own header: eventually.hpp (wait for a condition),
+// lambda_handler.hpp (a handler from a lambda), mock_kafka.hpp (librdkafka's mock cluster
+// over TCP), tcp_proxy.hpp (lose a database connection at an exact protocol moment).
+// Boxcar's own tests are built on these same helpers.
+//
 // Not for production code paths. Thread-safety: as the objects they wrap.
 #pragma once
 
@@ -21,6 +26,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
 
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/inbox/worker.hpp"
@@ -44,10 +50,20 @@ class TestSchema {
   std::shared_ptr<ConnectionPool> pool(std::size_t size = 8);
 
   /// Runs `sql`, with every `{schema}` replaced by this schema (quoted), and returns the
-  /// first column of its single row as an integer: `count(*)` assertions.
-  std::int64_t count(const std::string& sql);
+  /// first column of its single row as an integer: `count(*)` assertions. Uses a
+  /// connection of its own, not the pool, so it works while the code under test holds
+  /// every pooled connection. @throws pqxx::unexpected_rows unless exactly one row.
+  std::int64_t count(const std::string& sql) const;
+  /// Runs `sql` (with `{schema}` replaced) on a connection of its own, outside any
+  /// transaction, and returns the rows: assertions on several columns, and set-up.
+  pqxx::result query(const std::string& sql) const;
   /// Runs `sql` (with `{schema}` replaced) for set-up: CREATE TABLE, INSERT, UPDATE.
   void execute(const std::string& sql);
+  /// `sql` with every `{schema}` replaced by this schema (quoted).
+  std::string qualified(const std::string& sql) const;
+  /// A new direct connection to the database, for assertions and fault injection (e.g.
+  /// holding a lock the code under test must wait for).
+  pqxx::connection connect() const { return pqxx::connection(url_); }
 
  private:
   std::string url_;

@@ -1,5 +1,5 @@
 // Fault-injecting loopback TCP proxy (see tcp_proxy.hpp).
-#include "tcp_proxy.hpp"
+#include "boxcar/testing/tcp_proxy.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

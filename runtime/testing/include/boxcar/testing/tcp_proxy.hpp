@@ -1,7 +1,14 @@
 // A loopback TCP proxy in front of PostgreSQL that can lose a connection at an exact
 // protocol moment: after the server answered a request (the write committed, the client
 // never hears) or before the request reaches the server (nothing happened). This is the
-// real fault behind an uncertain commit.
+// real fault behind an uncertain commit. Applications use it to test their own handling
+// of a lost connection:
+//
+//   boxcar::testing::TcpProxy proxy("127.0.0.1", 5432);
+//   auto pool = boxcar::ConnectionPool::create({.url = proxy.route(db.url())});
+//   proxy.drop_response_to("COMMIT");   // the next COMMIT lands, its answer never does
+//
+// Loopback only. Thread-safety: the fault switches may be called from any thread.
 #pragma once
 
 #include <atomic>

@@ -1,51 +1,62 @@
 // The mock cluster and the read-back consumer.
-#include "mock_kafka.hpp"
+#include "boxcar/testing/mock_kafka.hpp"
 
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 
 namespace boxcar::testing {
 
-MockKafka::MockKafka(int brokers) : brokers_(brokers) {
+struct MockKafka::Cluster {
+  rd_kafka_t* handle = nullptr;
+  rd_kafka_mock_cluster_t* cluster = nullptr;
+  int brokers = 0;
+};
+
+MockKafka::MockKafka(int brokers) : cluster_(std::make_unique<Cluster>()) {
+  cluster_->brokers = brokers;
   char error[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   rd_kafka_conf_set(conf, "log_level", "0", error, sizeof error);
   // The mock brokers' sockets take this handle's setting: without it, quiet connections
   // stall 40 ms per response (Nagle + delayed ACK) and latencies turn bimodal.
   rd_kafka_conf_set(conf, "socket.nagle.disable", "true", error, sizeof error);
-  handle_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, error, sizeof error);
-  if (!handle_) throw std::runtime_error(std::string("mock kafka: ") + error);
-  cluster_ = rd_kafka_mock_cluster_new(handle_, brokers);
-  if (!cluster_) throw std::runtime_error("mock kafka: cannot create the cluster");
+  cluster_->handle = rd_kafka_new(RD_KAFKA_PRODUCER, conf, error, sizeof error);
+  if (!cluster_->handle) throw std::runtime_error(std::string("mock kafka: ") + error);
+  cluster_->cluster = rd_kafka_mock_cluster_new(cluster_->handle, brokers);
+  if (!cluster_->cluster) {
+    rd_kafka_destroy(cluster_->handle);
+    throw std::runtime_error("mock kafka: cannot create the cluster");
+  }
 }
 
 MockKafka::~MockKafka() {
-  rd_kafka_mock_cluster_destroy(cluster_);
-  rd_kafka_destroy(handle_);
+  rd_kafka_mock_cluster_destroy(cluster_->cluster);
+  rd_kafka_destroy(cluster_->handle);
 }
 
-std::string MockKafka::bootstrap_servers() const { return rd_kafka_mock_cluster_bootstraps(cluster_); }
+std::string MockKafka::bootstrap_servers() const { return rd_kafka_mock_cluster_bootstraps(cluster_->cluster); }
 
 void MockKafka::create_topic(const std::string& topic, int partitions) {
-  rd_kafka_mock_topic_create(cluster_, topic.c_str(), partitions, std::min(brokers_, 3));
+  rd_kafka_mock_topic_create(cluster_->cluster, topic.c_str(), partitions, std::min(cluster_->brokers, 3));
 }
 
 void MockKafka::set_all_down(bool down) {
-  for (int id = 1; id <= brokers_; ++id) {
+  for (int id = 1; id <= cluster_->brokers; ++id) {
     if (down)
-      rd_kafka_mock_broker_set_down(cluster_, id);
+      rd_kafka_mock_broker_set_down(cluster_->cluster, id);
     else
-      rd_kafka_mock_broker_set_up(cluster_, id);
+      rd_kafka_mock_broker_set_up(cluster_->cluster, id);
   }
 }
 
 void MockKafka::fail_next_produce_requests(int count, int error) {
   constexpr int16_t kProduceApiKey = 0;  // the Kafka protocol's ProduceRequest
   for (int i = 0; i < count; ++i)
-    rd_kafka_mock_push_request_errors(cluster_, kProduceApiKey, 1, static_cast<rd_kafka_resp_err_t>(error));
+    rd_kafka_mock_push_request_errors(cluster_->cluster, kProduceApiKey, 1, static_cast<rd_kafka_resp_err_t>(error));
 }
 
 std::vector<KafkaRecordRead> MockKafka::read_all(const std::string& topic, std::size_t expected,

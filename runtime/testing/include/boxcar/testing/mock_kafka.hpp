@@ -1,16 +1,24 @@
 // librdkafka's mock cluster, started in the test process and reached over TCP on
 // loopback by publishers in this or other processes, plus a real consumer to read
-// back what was produced and the faults the mock can inject.
+// back what was produced and the faults the mock can inject. For an application's Kafka
+// tests as much as for Boxcar's own; librdkafka stays out of this header (pimpl).
+//
+//   boxcar::testing::MockKafka kafka;
+//   kafka.create_topic("orders.events");
+//   config.kafka_bootstrap_servers = kafka.bootstrap_servers();
+//   ... publish ...
+//   CHECK(kafka.read_all("orders.events", 3, 10s).size() == 3);
+//
+// Thread-safety: const members may be called from any thread; the fault switches are
+// meant for the test's own thread.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
-
-typedef struct rd_kafka_s rd_kafka_t;
-typedef struct rd_kafka_mock_cluster_s rd_kafka_mock_cluster_t;
 
 namespace boxcar::testing {
 
@@ -25,6 +33,8 @@ struct KafkaRecordRead {
 
 class MockKafka {
  public:
+  /// Starts `brokers` mock brokers on loopback ports.
+  /// @throws std::runtime_error when librdkafka cannot create the cluster.
   explicit MockKafka(int brokers = 3);
   ~MockKafka();
   MockKafka(const MockKafka&) = delete;
@@ -45,9 +55,8 @@ class MockKafka {
                                         std::chrono::milliseconds timeout) const;
 
  private:
-  rd_kafka_t* handle_ = nullptr;
-  rd_kafka_mock_cluster_t* cluster_ = nullptr;
-  int brokers_;
+  struct Cluster;  // the librdkafka handle and its mock cluster
+  std::unique_ptr<Cluster> cluster_;
 };
 
 }  // namespace boxcar::testing
