@@ -9,7 +9,7 @@
 namespace boxcar::detail {
 
 /// Returns the validated schema name.
-/// @throws ConfigError("publisher.<key>") for the first option that is out of range.
+/// @throws ConfigError whose key() names the first option that is out of range.
 std::string check_publisher_options(const ConnectionPool* pool, const PublisherOptions& options);
 
 }  // namespace boxcar::detail
