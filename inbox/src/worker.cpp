@@ -267,11 +267,14 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     }
   }
 
-  // Claims for every owned consumer in turn; returns how many it claimed. With `recover`,
-  // expired leases are re-claimed first, or, when the queue has no room for them,
-  // released for any worker (so recovery never waits for room).
-  std::size_t claim_round(bool recover) {
+  // Claims for every owned consumer in turn; returns how many it claimed, and sets
+  // `found_queue_full` when it stopped for want of room (then there may be more to claim
+  // as soon as a handler takes from the queue). With `recover`, expired leases are
+  // re-claimed first, or, when the queue has no room for them, released for any worker
+  // (so recovery never waits for room).
+  std::size_t claim_round(bool recover, bool& found_queue_full) {
     std::size_t claimed = 0;
+    found_queue_full = false;
     for (std::size_t i = 0; i < owned_.size(); ++i) {
       const std::string& consumer = owned_[(next_consumer_ + i) % owned_.size()];
       std::size_t room;
@@ -281,6 +284,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         room = queue_capacity() > queue_.size() ? queue_capacity() - queue_.size() : 0;
       }
       if (room == 0) {
+        found_queue_full = true;
         if (!recover) break;
         rescuer_.release_expired(consumer);
         continue;
@@ -318,20 +322,20 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
       }
       wakeups.ensure_listening();
       std::size_t claimed = 0;
+      bool found_queue_full = false;
       try {
         const bool recover = Clock::now() >= next_recovery;
         if (recover) next_recovery = Clock::now() + options_.poll_interval;
-        claimed = claim_round(recover);
+        claimed = claim_round(recover, found_queue_full);
       } catch (const std::exception& e) {
         log_->error("claiming failed, retrying after {} ms: {}", options_.poll_interval.count(), e.what());
         sleep_unless_stopping(options_.poll_interval);
         continue;
       }
-      if (claimed > 0) continue;
-      {
-        std::lock_guard q(queue_mutex_);
-        if (queue_.size() >= queue_capacity()) continue;  // full: back to waiting for room
-      }
+      // Claimed something, or stopped for want of room: back to waiting for room. A round
+      // that found the queue full must not idle below even if a handler has taken from
+      // the queue since, or the handlers would drain it and then wait for a poll.
+      if (claimed > 0 || found_queue_full) continue;
       // Idle: sleep until a NOTIFY arrives or the poll interval passes; never busy-loop.
       wakeups.wait_until(std::min(next_recovery, Clock::now() + options_.poll_interval), [&] {
         std::lock_guard q(queue_mutex_);

@@ -1,5 +1,5 @@
 // boxcar::testing — helpers for an application's own tests against a real PostgreSQL,
-// as the seed recommends: an isolated, migrated schema per test, drain() to run the
+// in the shape the usage guide recommends: an isolated, migrated schema per test, drain() to run the
 // worker until nothing is due, redelivery, a receipt's state, the events a test published
 // (captured without Kafka), and row counts for application assertions.
 //
