@@ -183,6 +183,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
       supervising_ = false;
     }
     queue_changed_.notify_all();
+    supervisor_wakeup_.notify_all();
     for (auto& a : abandoned) report(a);
     supervisor_.join();
     for (auto& slot : slots_) slot->thread.join();
@@ -414,7 +415,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     while (true) {
       {
         std::unique_lock q(queue_mutex_);
-        queue_changed_.wait_for(q, kSupervisePeriod, [&] { return !supervising_; });
+        supervisor_wakeup_.wait_for(q, kSupervisePeriod, [&] { return !supervising_; });
         if (!supervising_) return;
       }
       for (const auto id : in_flight_.overdue(Clock::now() - kAbandonAfter)) {
@@ -496,6 +497,8 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   bool running_ = false;
   std::mutex queue_mutex_;
   std::condition_variable queue_changed_;
+  // The supervisor's own: it has nothing to do on the queue changes of every message.
+  std::condition_variable supervisor_wakeup_;
   std::deque<detail::ClaimedReceipt> queue_;
   bool stopping_ = false;
   bool supervising_ = false;
