@@ -235,13 +235,21 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     std::thread::id id;
     bool busy = false;
     bool abandoned = false;
-    // What the thread is processing, for the log line if it is abandoned.
+    // What the thread is processing while busy (its own local batch), read only under
+    // queue_mutex_ and only to describe an abandonment: formatting identities for every
+    // message would put string work on the hot path for a rare log line.
+    const std::vector<detail::ClaimedReceipt>* batch = nullptr;
+  };
+
+  // The identities of a batch, comma-separated, for the log line of an abandonment.
+  struct Identities {
     std::string consumers, message_ids, receipt_ids, attempts;
   };
 
   // A thread given up on, reported outside the queue lock.
   struct Abandonment {
     std::shared_ptr<Slot> slot;
+    Identities identities;
     std::string cause;
     std::optional<detail::InFlightRegistry::Abandoned> attempt;
   };
@@ -371,7 +379,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
           batch.push_back(std::move(queue_.front()));
           queue_.pop_front();
         }
-        describe(slot, batch);
+        slot.batch = &batch;
         slot.busy = true;
         ++busy_threads_;
       }
@@ -382,11 +390,13 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         if (slot.abandoned) {
           // Replaced long ago; the attempt's outcome was recorded as a timeout (or went
           // stale) by process(). Nothing else of the worker is this thread's any more.
+          const Identities ids = describe(batch);
           log_event(*log_, LogLevel::Warn, "an abandoned handler returned; its thread ends",
-                    {{"consumer", slot.consumers}, {"message_id", slot.message_ids},
-                     {"receipt_id", slot.receipt_ids}, {"attempt", slot.attempts}});
+                    {{"consumer", ids.consumers}, {"message_id", ids.message_ids},
+                     {"receipt_id", ids.receipt_ids}, {"attempt", ids.attempts}});
           return;
         }
+        slot.batch = nullptr;
         slot.busy = false;
         --busy_threads_;
       }
@@ -394,20 +404,17 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     }
   }
 
-  // The identities of `batch`, comma-separated, for the log line of an abandonment.
-  static void describe(Slot& slot, const std::vector<detail::ClaimedReceipt>& batch) {
+  static Identities describe(const std::vector<detail::ClaimedReceipt>& batch) {
+    Identities ids;
     std::set<std::string> consumers;
-    slot.consumers.clear();
-    slot.message_ids.clear();
-    slot.receipt_ids.clear();
-    slot.attempts.clear();
     for (const auto& r : batch) {
-      const std::string sep = slot.message_ids.empty() ? "" : ",";
-      if (consumers.insert(r.consumer).second) slot.consumers += (slot.consumers.empty() ? "" : ",") + r.consumer;
-      slot.message_ids += sep + r.message_id;
-      slot.receipt_ids += sep + std::to_string(r.id);
-      slot.attempts += sep + std::to_string(r.attempt);
+      const std::string sep = ids.message_ids.empty() ? "" : ",";
+      if (consumers.insert(r.consumer).second) ids.consumers += (ids.consumers.empty() ? "" : ",") + r.consumer;
+      ids.message_ids += sep + r.message_id;
+      ids.receipt_ids += sep + std::to_string(r.id);
+      ids.attempts += sep + std::to_string(r.attempt);
     }
+    return ids;
   }
 
   // Finds handlers that ignore their deadline and gives their threads up.
@@ -441,7 +448,12 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   // stopped counting in the pool while the registry guaranteed it was alive.
   Abandonment abandon_locked(const std::shared_ptr<Slot>& slot, std::string cause,
                              std::optional<detail::InFlightRegistry::Abandoned> attempt) {
-    Abandonment a{.slot = slot, .cause = std::move(cause), .attempt = attempt};
+    // The slot's batch is alive here: its thread is busy and cannot leave the batch's
+    // scope without taking queue_mutex_, which we hold.
+    Abandonment a{.slot = slot,
+                  .identities = slot->batch ? describe(*slot->batch) : Identities{},
+                  .cause = std::move(cause),
+                  .attempt = attempt};
     slot->abandoned = true;
     if (slot->busy) --busy_threads_;
     slot->thread.detach();
@@ -465,19 +477,12 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         session = std::string("could not terminate its session: ") + e.what();
       }
     }
-    std::string consumers, message_ids, receipt_ids, attempts;
-    {
-      std::lock_guard q(queue_mutex_);
-      consumers = a.slot->consumers;
-      message_ids = a.slot->message_ids;
-      receipt_ids = a.slot->receipt_ids;
-      attempts = a.slot->attempts;
-    }
+    const Identities& ids = a.identities;
     log_event(*log_, LogLevel::Error,
               "handler thread abandoned: its handler ignored cancellation past " + a.cause +
                   "; a new thread replaces it and lease recovery retries the receipt",
-              {{"outcome", "abandoned"}, {"consumer", consumers}, {"message_id", message_ids},
-               {"receipt_id", receipt_ids}, {"attempt", attempts}, {"session", session}});
+              {{"outcome", "abandoned"}, {"consumer", ids.consumers}, {"message_id", ids.message_ids},
+               {"receipt_id", ids.receipt_ids}, {"attempt", ids.attempts}, {"session", session}});
   }
 
   std::shared_ptr<ConnectionPool> pool_;
