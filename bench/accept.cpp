@@ -26,8 +26,8 @@
 #include <pqxx/pqxx>
 
 #include "boxcar/inbox/inbox.hpp"
-#include "boxcar/runtime/canonical_json.hpp"
-#include "boxcar/runtime/migrate.hpp"
+#include "boxcar/core/canonical_json.hpp"
+#include "boxcar/core/migrate.hpp"
 #include "harness.hpp"
 
 namespace {

@@ -24,8 +24,8 @@
 
 #include "boxcar/outbox/outbox_emitter.hpp"
 #include "boxcar/publisher/publisher.hpp"
-#include "boxcar/runtime/migrate.hpp"
-#include "boxcar/runtime/uuid.hpp"
+#include "boxcar/core/migrate.hpp"
+#include "boxcar/core/uuid.hpp"
 #include "harness.hpp"
 
 namespace {

@@ -27,8 +27,8 @@
 
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/inbox/worker.hpp"
-#include "boxcar/runtime/migrate.hpp"
-#include "boxcar/runtime/sql_identifier.hpp"
+#include "boxcar/core/migrate.hpp"
+#include "boxcar/core/sql_identifier.hpp"
 #include "harness.hpp"
 
 namespace {

@@ -1,5 +1,5 @@
 -- The operator's view of DEAD records: the failure fingerprint as a function and one view
--- per table, so `boxcar dead ...` statements (runtime/host/src/operator_queries.hpp) and
+-- per table, so `boxcar dead ...` statements (ops/src/operator_queries.hpp) and
 -- an operator in psql read the same named columns. See docs/schema.md and docs/operator.md.
 --
 -- Built-ins are called as pg_catalog.<name> and the function pins its search_path: a

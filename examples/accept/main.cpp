@@ -7,7 +7,7 @@
 #include <string>
 
 #include "boxcar/inbox/inbox.hpp"
-#include "boxcar/runtime/migrate.hpp"
+#include "boxcar/core/migrate.hpp"
 
 int main() {
   const char* url = std::getenv("BOXCAR_DATABASE_URL");

@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "boxcar/inbox/errors.hpp"
-#include "boxcar/runtime/canonical_json.hpp"
+#include "boxcar/core/canonical_json.hpp"
 
 namespace orders {
 namespace {

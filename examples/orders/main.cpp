@@ -23,10 +23,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "boxcar/host/runtime.hpp"
-#include "boxcar/runtime/migrate.hpp"
-#include "boxcar/runtime/shutdown_signals.hpp"
-#include "boxcar/runtime/sql_identifier.hpp"
+#include "boxcar/runtime/runtime.hpp"
+#include "boxcar/core/migrate.hpp"
+#include "boxcar/core/shutdown_signals.hpp"
+#include "boxcar/core/sql_identifier.hpp"
 #include "ingress.hpp"
 
 namespace {

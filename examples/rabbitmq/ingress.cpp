@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "boxcar/runtime/logging.hpp"
+#include "boxcar/core/logging.hpp"
 
 namespace boxcar::examples {
 namespace {

@@ -20,7 +20,7 @@
 
 #include "amqp_session.hpp"
 #include "boxcar/inbox/inbox.hpp"
-#include "boxcar/runtime/backoff.hpp"
+#include "boxcar/core/backoff.hpp"
 
 namespace boxcar::examples {
 

@@ -22,7 +22,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "boxcar/runtime/migrate.hpp"
+#include "boxcar/core/migrate.hpp"
 #include "ingress.hpp"
 
 namespace {

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "boxcar/inbox/inbox.hpp"
-#include "boxcar/runtime/migrate.hpp"
-#include "boxcar/runtime/shutdown_signals.hpp"
+#include "boxcar/core/migrate.hpp"
+#include "boxcar/core/shutdown_signals.hpp"
 #include "stream_ingress.hpp"
 
 namespace {

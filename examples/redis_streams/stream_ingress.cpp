@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "boxcar/inbox/errors.hpp"
-#include "boxcar/runtime/canonical_json.hpp"
-#include "boxcar/runtime/logging.hpp"
+#include "boxcar/core/canonical_json.hpp"
+#include "boxcar/core/logging.hpp"
 
 namespace redis_streams {
 

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "boxcar/inbox/inbox.hpp"
-#include "boxcar/runtime/backoff.hpp"
+#include "boxcar/core/backoff.hpp"
 #include "redis_client.hpp"
 
 namespace redis_streams {

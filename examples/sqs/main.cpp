@@ -25,7 +25,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "boxcar/runtime/migrate.hpp"
+#include "boxcar/core/migrate.hpp"
 #include "sqs_ingress.hpp"
 
 namespace {

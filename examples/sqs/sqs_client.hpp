@@ -19,7 +19,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "boxcar/runtime/error.hpp"
+#include "boxcar/core/error.hpp"
 
 namespace boxcar::examples::sqs {
 

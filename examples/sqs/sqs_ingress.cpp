@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "boxcar/runtime/canonical_json.hpp"
-#include "boxcar/runtime/logging.hpp"
+#include "boxcar/core/canonical_json.hpp"
+#include "boxcar/core/logging.hpp"
 
 namespace boxcar::examples::sqs {
 namespace {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "boxcar/inbox/inbox.hpp"
-#include "boxcar/runtime/backoff.hpp"
+#include "boxcar/core/backoff.hpp"
 #include "sqs_client.hpp"
 
 namespace boxcar::examples::sqs {

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "boxcar/outbox/outbox_emitter.hpp"
-#include "boxcar/runtime/sql_identifier.hpp"
+#include "boxcar/core/sql_identifier.hpp"
 #include "boxcar/testing/testing.hpp"
 
 namespace {

@@ -19,7 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "boxcar/inbox/inbox.hpp"
-#include "boxcar/runtime/migrate.hpp"
+#include "boxcar/core/migrate.hpp"
 #include "signature.hpp"
 #include "webhook_server.hpp"
 

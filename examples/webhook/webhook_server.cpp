@@ -14,8 +14,8 @@
 #include <spdlog/spdlog.h>
 
 #include "boxcar/inbox/inbox.hpp"
-#include "boxcar/runtime/canonical_json.hpp"
-#include "boxcar/runtime/logging.hpp"
+#include "boxcar/core/canonical_json.hpp"
+#include "boxcar/core/logging.hpp"
 
 namespace webhook {
 

@@ -19,20 +19,20 @@ Metadata metadata_from_json(const std::string& text) {
 
 ClaimedReceipt ClaimedReceipt::from_row(const pqxx::row& row) {
   ClaimedReceipt r;
-  r.id = row[0].as<std::int64_t>();
-  r.claim_token = row[1].is_null() ? "" : row[1].as<std::string>();
-  r.attempt = row[2].as<int>();
-  r.scope = row[3].as<std::string>() == "global" ? Scope::global() : Scope::tenant(row[4].as<std::string>());
-  r.source = row[5].as<std::string>();
-  r.consumer = row[6].as<std::string>();
-  r.message_id = row[7].as<std::string>();
-  r.event_type = row[8].as<std::string>();
-  r.schema_version = row[9].as<int>();
+  r.id = row["id"].as<std::int64_t>();
+  r.claim_token = row["claim_token"].is_null() ? "" : row["claim_token"].as<std::string>();
+  r.attempt = row["attempts"].as<int>();
+  r.scope = row["scope_kind"].as<std::string>() == "global" ? Scope::global() : Scope::tenant(row["scope_id"].as<std::string>());
+  r.source = row["source"].as<std::string>();
+  r.consumer = row["consumer"].as<std::string>();
+  r.message_id = row["message_id"].as<std::string>();
+  r.event_type = row["event_type"].as<std::string>();
+  r.schema_version = row["schema_version"].as<int>();
   // jsonb's text is not canonical, but the number rule of canonicalize() makes this parse
   // canonicalise to the accepted bytes (docs/schema.md, "Payload JSON").
-  r.payload = nlohmann::json::parse(row[10].c_str());
-  r.metadata = metadata_from_json(row[11].as<std::string>());
-  r.status = row[12].as<std::string>();
+  r.payload = nlohmann::json::parse(row["payload"].c_str());
+  r.metadata = metadata_from_json(row["metadata"].as<std::string>());
+  r.status = row["status"].as<std::string>();
   return r;
 }
 

@@ -8,7 +8,7 @@
 #include <pqxx/pqxx>
 
 #include "boxcar/inbox/accept_request.hpp"
-#include "boxcar/runtime/scope.hpp"
+#include "boxcar/core/scope.hpp"
 
 namespace boxcar::detail {
 

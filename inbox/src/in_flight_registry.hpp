@@ -13,7 +13,7 @@
 
 #include <pqxx/pqxx>
 
-#include "boxcar/runtime/cancellation.hpp"
+#include "boxcar/core/cancellation.hpp"
 
 namespace boxcar::detail {
 

@@ -9,10 +9,11 @@
 #include <unordered_set>
 
 
-#include "boxcar/runtime/database_errors.hpp"
-#include "boxcar/runtime/notifier.hpp"
-#include "boxcar/runtime/sql_identifier.hpp"
-#include "boxcar/runtime/tx.hpp"
+#include "boxcar/core/detail/database_errors.hpp"
+#include "boxcar/core/detail/async_notifier.hpp"
+#include "boxcar/core/sql_identifier.hpp"
+#include "boxcar/core/tx.hpp"
+#include "boxcar/core/detail/with_schema.hpp"
 #include "inbox_queries.hpp"
 #include "prepared_request.hpp"
 
@@ -21,7 +22,7 @@ namespace {
 
 InboxStorageError storage_error(std::exception_ptr error, std::string_view doing,
                                 bool commit_in_flight) {
-  const DatabaseError e = to_database_error(std::move(error), doing, commit_in_flight);
+  const DatabaseError e = detail::to_database_error(std::move(error), doing, commit_in_flight);
   return InboxStorageError(e.what(), e.sqlstate(), e.uncertain());
 }
 
@@ -92,16 +93,16 @@ Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
     }
     queries_->consumers.insert(consumer);
   }
-  queries_->insert = with_schema(inbox_sql::kInsert, schema);
-  queries_->lookup = with_schema(inbox_sql::kLookup, schema);
-  queries_->insert_many = with_schema(inbox_sql::kInsertMany, schema);
-  queries_->lookup_many = with_schema(inbox_sql::kLookupMany, schema);
+  queries_->insert = detail::with_schema(inbox_sql::kInsert, schema);
+  queries_->lookup = detail::with_schema(inbox_sql::kLookup, schema);
+  queries_->insert_many = detail::with_schema(inbox_sql::kInsertMany, schema);
+  queries_->lookup_many = detail::with_schema(inbox_sql::kLookupMany, schema);
   queries_->insert_name = "boxcar.inbox.insert." + schema;
   queries_->lookup_name = "boxcar.inbox.lookup." + schema;
   queries_->insert_many_name = "boxcar.inbox.insert_many." + schema;
   queries_->lookup_many_name = "boxcar.inbox.lookup_many." + schema;
   if (options_.notify)
-    notifier_ = std::make_unique<AsyncNotifier>(pool_->connection_string(), notify_channel(schema));
+    notifier_ = std::make_unique<detail::AsyncNotifier>(pool_->connection_string(), notify_channel(schema));
 }
 
 Inbox::~Inbox() = default;
@@ -148,8 +149,8 @@ Receipt Inbox::accept_unmetered(const AcceptRequest& request) {
           p.event_type, p.schema_version, p.canonical_payload, p.metadata_json, p.fingerprint);
       if (!inserted.empty()) {
         if (notifier_) notifier_->notify(p.consumer);
-        return Receipt{Receipt::Kind::Accepted, inserted[0][0].as<std::int64_t>(),
-                       parse_receipt_status(inserted[0][1].c_str())};
+        return Receipt{Receipt::Kind::Accepted, inserted[0]["id"].as<std::int64_t>(),
+                       parse_receipt_status(inserted[0]["status"].c_str())};
       }
     } catch (...) {
       connection.discard();
@@ -167,9 +168,9 @@ Receipt Inbox::accept_unmetered(const AcceptRequest& request) {
         throw InboxStorageError("accept: identity kept vanishing between insert and lookup", {},
                                 false);
       }
-      const auto id = existing[0][0].as<std::int64_t>();
-      if (existing[0][2].c_str() != p.fingerprint) throw conflict_error(p, id);
-      return Receipt{Receipt::Kind::Duplicate, id, parse_receipt_status(existing[0][1].c_str())};
+      const auto id = existing[0]["id"].as<std::int64_t>();
+      if (existing[0]["fingerprint"].c_str() != p.fingerprint) throw conflict_error(p, id);
+      return Receipt{Receipt::Kind::Duplicate, id, parse_receipt_status(existing[0]["status"].c_str())};
     } catch (const Error&) {
       throw;
     } catch (...) {
@@ -243,21 +244,21 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
       Tx tx = pool_->begin();
       for (const auto& row : tx.exec_prepared(queries_->insert_many_name, queries_->insert_many, records)) {
         detail::PreparedRequest key_of;
-        key_of.scope_kind = row[2].c_str();
-        key_of.scope_id = row[3].c_str();
-        key_of.source = row[4].c_str();
-        key_of.consumer = row[5].c_str();
-        key_of.message_id = row[6].c_str();
+        key_of.scope_kind = row["scope_kind"].c_str();
+        key_of.scope_id = row["scope_id"].c_str();
+        key_of.source = row["source"].c_str();
+        key_of.consumer = row["consumer"].c_str();
+        key_of.message_id = row["message_id"].c_str();
         const std::string key = key_of.identity_key();
-        stored[key] = Stored{row[0].as<std::int64_t>(), parse_receipt_status(row[1].c_str()),
+        stored[key] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
                              prepared[leaders.at(key)]->fingerprint, true};
       }
       if (stored.size() < leaders.size()) {
         for (const auto& row : tx.exec_prepared(queries_->lookup_many_name, queries_->lookup_many, records)) {
-          const auto i = row[0].as<std::size_t>();
+          const auto i = row["i"].as<std::size_t>();
           if (stored.contains(keys[i])) continue;
-          stored[keys[i]] = Stored{row[1].as<std::int64_t>(), parse_receipt_status(row[2].c_str()),
-                                   row[3].c_str(), false};
+          stored[keys[i]] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
+                                   row["fingerprint"].c_str(), false};
         }
         if (stored.size() < leaders.size()) throw RetryBatch{};
       }
@@ -269,7 +270,7 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
         throw InboxStorageError("accept_many: identities kept vanishing between insert and lookup",
                                 {}, false);
     } catch (...) {
-      const DatabaseError e = to_database_error(std::current_exception(), "accept_many", committing);
+      const DatabaseError e = detail::to_database_error(std::current_exception(), "accept_many", committing);
       // 40P01 deadlock / 40001 serialization: the batch rolled back whole; run it again.
       if (e.sqlstate().starts_with("40") && round < kMaxRounds) continue;
       for (const auto& [key, i] : leaders) count(prepared[i]->consumer, "storage_error");

@@ -1,7 +1,7 @@
 // Lease recovery without claiming.
 #include "lease_rescuer.hpp"
 
-#include "boxcar/runtime/logging.hpp"
+#include "boxcar/core/logging.hpp"
 
 namespace boxcar::detail {
 

@@ -7,9 +7,9 @@
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
 
-#include "boxcar/runtime/backoff.hpp"
-#include "boxcar/runtime/canonical_json.hpp"
-#include "boxcar/runtime/logging.hpp"
+#include "boxcar/core/backoff.hpp"
+#include "boxcar/core/canonical_json.hpp"
+#include "boxcar/core/logging.hpp"
 
 namespace boxcar::detail {
 namespace {
@@ -82,27 +82,6 @@ bool HandlerEntry::supports_pair(const std::string& event_type, int schema_versi
   for (const auto& pair : supports)
     if (pair.event_type == event_type && pair.schema_version == schema_version) return true;
   return false;
-}
-
-std::string bounded_error_text(const std::string& text, std::size_t max_bytes) {
-  std::string clean;
-  clean.reserve(std::min(text.size(), max_bytes + 32));
-  std::size_t i = 0;
-  while (i < text.size() && clean.size() < max_bytes) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    const std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (len == 0 || i + len > text.size() || !is_valid_utf8(std::string_view(text).substr(i, len)) ||
-        c == 0) {
-      clean += '?';
-      ++i;
-      continue;
-    }
-    if (clean.size() + len > max_bytes) break;
-    clean.append(text, i, len);
-    i += len;
-  }
-  if (i < text.size()) clean += "…[truncated " + std::to_string(text.size() - i) + " bytes]";
-  return clean;
 }
 
 MessageProcessor::MessageProcessor(std::shared_ptr<ConnectionPool> pool, ReceiptStore& store,

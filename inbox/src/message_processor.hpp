@@ -11,6 +11,7 @@
 
 #include <spdlog/fwd.h>
 
+#include "boxcar/inbox/detail/error_text.hpp"
 #include "boxcar/inbox/worker.hpp"
 #include "claimed_receipt.hpp"
 #include "deadline_watchdog.hpp"
@@ -72,9 +73,5 @@ class MessageProcessor {
   InFlightRegistry& in_flight_;
   std::shared_ptr<spdlog::logger> log_;
 };
-
-/// `text` made storable and bounded: invalid UTF-8 and U+0000 become '?', and anything
-/// past `max_bytes` is replaced by a visible "…[truncated N bytes]" marker.
-std::string bounded_error_text(const std::string& text, std::size_t max_bytes);
 
 }  // namespace boxcar::detail

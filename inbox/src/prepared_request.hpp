@@ -5,7 +5,7 @@
 #include <unordered_set>
 
 #include "boxcar/inbox/accept_request.hpp"
-#include "boxcar/runtime/canonical_json.hpp"
+#include "boxcar/core/canonical_json.hpp"
 
 namespace boxcar::detail {
 

@@ -3,8 +3,9 @@
 
 #include <pqxx/pqxx>
 
-#include "boxcar/runtime/detail/pg_array.hpp"
-#include "boxcar/runtime/sql_identifier.hpp"
+#include "boxcar/core/detail/pg_array.hpp"
+#include "boxcar/core/sql_identifier.hpp"
+#include "boxcar/core/detail/with_schema.hpp"
 #include "worker_queries.hpp"
 
 namespace boxcar::detail {
@@ -34,16 +35,16 @@ std::string token_array(std::span<const ClaimedReceipt* const> receipts) {
 
 ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::string& schema)
     : pool_(std::move(pool)), schema_(schema) {
-  claim_ = with_schema(worker_sql::kClaim, schema);
-  recover_ = with_schema(worker_sql::kRecoverExpired, schema);
-  release_ = with_schema(worker_sql::kReleaseExpired, schema);
-  lock_ = with_schema(worker_sql::kLock, schema);
-  lock_many_ = with_schema(worker_sql::kLockMany, schema);
-  complete_ = with_schema(worker_sql::kComplete, schema);
-  complete_many_ = with_schema(worker_sql::kCompleteMany, schema);
+  claim_ = detail::with_schema(worker_sql::kClaim, schema);
+  recover_ = detail::with_schema(worker_sql::kRecoverExpired, schema);
+  release_ = detail::with_schema(worker_sql::kReleaseExpired, schema);
+  lock_ = detail::with_schema(worker_sql::kLock, schema);
+  lock_many_ = detail::with_schema(worker_sql::kLockMany, schema);
+  complete_ = detail::with_schema(worker_sql::kComplete, schema);
+  complete_many_ = detail::with_schema(worker_sql::kCompleteMany, schema);
   transaction_ended_ = worker_sql::kTransactionEnded;
-  fail_ = with_schema(worker_sql::kFail, schema);
-  hand_back_ = with_schema(worker_sql::kHandBack, schema);
+  fail_ = detail::with_schema(worker_sql::kFail, schema);
+  hand_back_ = detail::with_schema(worker_sql::kHandBack, schema);
 }
 
 std::vector<ClaimedReceipt> ReceiptStore::claim(const std::string& consumer, std::size_t limit,
@@ -99,7 +100,7 @@ std::vector<std::pair<std::int64_t, double>> ReceiptStore::complete_many(
   std::vector<std::pair<std::int64_t, double>> completed;
   for (const auto& row : tx.exec_prepared("boxcar.worker.complete_many." + schema_, complete_many_,
                                           id_array(receipts), token_array(receipts), xact_id))
-    completed.emplace_back(row[0].as<std::int64_t>(), row[1].as<double>());
+    completed.emplace_back(row["id"].as<std::int64_t>(), row["age_seconds"].as<double>());
   return completed;
 }
 

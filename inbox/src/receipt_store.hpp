@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "boxcar/runtime/connection_pool.hpp"
-#include "boxcar/runtime/tx.hpp"
+#include "boxcar/core/connection_pool.hpp"
+#include "boxcar/core/tx.hpp"
 #include "claimed_receipt.hpp"
 
 namespace boxcar::detail {

@@ -19,9 +19,9 @@
 #include <spdlog/spdlog.h>
 
 #include "boxcar/inbox/inbox.hpp"
-#include "boxcar/runtime/logging.hpp"
-#include "boxcar/runtime/sql_identifier.hpp"
-#include "boxcar/runtime/wakeup_listener.hpp"
+#include "boxcar/core/logging.hpp"
+#include "boxcar/core/sql_identifier.hpp"
+#include "boxcar/core/detail/wakeup_listener.hpp"
 #include "lease_rescuer.hpp"
 #include "message_processor.hpp"
 #include "receipt_store.hpp"
@@ -320,7 +320,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   }
 
   void dispatch_loop() {
-    WakeupListener wakeups(pool_->connection_string(), Inbox::notify_channel(options_.schema), log_);
+    detail::WakeupListener wakeups(pool_->connection_string(), Inbox::notify_channel(options_.schema), log_);
     auto next_recovery = Clock::now();
     while (true) {
       {

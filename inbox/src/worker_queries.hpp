@@ -5,12 +5,6 @@
 
 namespace boxcar::worker_sql {
 
-// The columns a handler needs, in the order ClaimedReceipt reads them.
-#define BOXCAR_CLAIM_RETURNING                                                         \
-  "RETURNING r.id, r.claim_token::text, r.attempts, r.scope_kind, r.scope_id, r.source, " \
-  "r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text, "          \
-  "r.metadata::text, r.status"
-
 // Claim due receipts of one consumer: an index scan on inbox_receipts_claimable.
 // Autocommit, so the claim is durable before any handler runs.
 inline constexpr const char* kClaim = R"sql(
@@ -32,7 +26,10 @@ SET status = 'PROCESSING',
     updated_at = now()
 FROM due
 WHERE r.id = due.id
-)sql" BOXCAR_CLAIM_RETURNING;
+RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
+          r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,
+          r.metadata::text AS metadata, r.status
+)sql";
 
 // Recover expired leases of one consumer: an index scan on inbox_receipts_leases. A row
 // whose handler transaction still holds its lock is skipped. A row that has used all its
@@ -64,7 +61,10 @@ SET status = CASE WHEN r.attempts >= $4 THEN 'DEAD' ELSE 'PROCESSING' END,
     updated_at = now()
 FROM expired
 WHERE r.id = expired.id
-)sql" BOXCAR_CLAIM_RETURNING;
+RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
+          r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,
+          r.metadata::text AS metadata, r.status
+)sql";
 
 // Lease recovery while the local queue has no room to re-claim into: expired leases of
 // one consumer go back to RETRYABLE, due now for whichever worker has room (its next
@@ -97,12 +97,12 @@ released AS (
         updated_at = now()
     FROM expired
     WHERE r.id = expired.id
-    )sql" BOXCAR_CLAIM_RETURNING R"sql(
+    RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
+              r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,
+              r.metadata::text AS metadata, r.status
 )
 SELECT * FROM released WHERE status = 'DEAD'
 )sql";
-
-#undef BOXCAR_CLAIM_RETURNING
 
 // An abandoned handler's session: its handler ignored the deadline and may keep the
 // aborted transaction (and its row locks) alive by issuing statements. Terminating the
@@ -173,7 +173,7 @@ WHERE r.id = c.id
   AND r.claim_token = c.token
   AND r.status = 'PROCESSING'
   AND (SELECT pg_catalog.pg_current_xact_id_if_assigned()) = $3::xid8
-RETURNING r.id, extract(epoch FROM now() - r.created_at)::float8
+RETURNING r.id, extract(epoch FROM now() - r.created_at)::float8 AS age_seconds
 )sql";
 
 // After a guard matched no row, or a handler failed: true when the statement no longer

@@ -3,9 +3,10 @@
 #include "boxcar/outbox/outbox_emitter.hpp"
 
 #include "boxcar/outbox/reserved_headers.hpp"
-#include "boxcar/runtime/notifier.hpp"
-#include "boxcar/runtime/sql_identifier.hpp"
-#include "boxcar/runtime/uuid.hpp"
+#include "boxcar/core/detail/async_notifier.hpp"
+#include "boxcar/core/sql_identifier.hpp"
+#include "boxcar/core/uuid.hpp"
+#include "boxcar/core/detail/with_schema.hpp"
 #include "outbox_queries.hpp"
 
 namespace boxcar {
@@ -47,10 +48,10 @@ OutboxEmitter::OutboxEmitter(std::shared_ptr<ConnectionPool> pool, OutboxOptions
     : options_(std::move(options)) {
   if (!pool) throw ConfigError("outbox.pool", "a connection pool is required");
   const std::string schema = validate_schema_name(options_.schema, "schema");
-  insert_sql_ = with_schema(outbox_sql::kInsert, schema);
+  insert_sql_ = detail::with_schema(outbox_sql::kInsert, schema);
   insert_name_ = "boxcar.outbox.insert." + schema;
   if (options_.notify)
-    notifier_ = std::make_unique<AsyncNotifier>(pool->connection_string(), notify_channel(schema));
+    notifier_ = std::make_unique<detail::AsyncNotifier>(pool->connection_string(), notify_channel(schema));
 }
 
 OutboxEmitter::~OutboxEmitter() = default;
@@ -104,7 +105,7 @@ EmittedEvent OutboxEmitter::emit(TxView tx, const OutboxMessage& message, const 
                                     options.traceparent, headers, payload);
   emitted.id = row[0][0].as<std::int64_t>();
   if (notifier_) {
-    AsyncNotifier* notifier = notifier_.get();
+    detail::AsyncNotifier* notifier = notifier_.get();
     tx.on_commit([notifier, topic = message.topic] { notifier->notify(topic); });
   }
   if (options_.metrics) {

@@ -5,8 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "boxcar/runtime/logging.hpp"
-#include "boxcar/runtime/uuid.hpp"
+#include "boxcar/core/logging.hpp"
+#include "boxcar/core/uuid.hpp"
 
 namespace boxcar::detail {
 

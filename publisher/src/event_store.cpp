@@ -3,8 +3,9 @@
 
 #include <pqxx/pqxx>
 
-#include "boxcar/runtime/detail/pg_array.hpp"
-#include "boxcar/runtime/sql_identifier.hpp"
+#include "boxcar/core/detail/pg_array.hpp"
+#include "boxcar/core/sql_identifier.hpp"
+#include "boxcar/core/detail/with_schema.hpp"
 #include "publisher_queries.hpp"
 
 namespace boxcar::detail {
@@ -39,10 +40,10 @@ ClaimedEvent ClaimedEvent::from_row(const pqxx::row& row) {
 
 EventStore::EventStore(std::shared_ptr<ConnectionPool> pool, const std::string& schema)
     : pool_(std::move(pool)), names_("boxcar.publisher." + schema + ".") {
-  claim_ = with_schema(publisher_sql::kClaim, schema);
-  recover_ = with_schema(publisher_sql::kRecoverExpired, schema);
-  mark_published_ = with_schema(publisher_sql::kMarkPublished, schema);
-  mark_failed_ = with_schema(publisher_sql::kMarkFailed, schema);
+  claim_ = detail::with_schema(publisher_sql::kClaim, schema);
+  recover_ = detail::with_schema(publisher_sql::kRecoverExpired, schema);
+  mark_published_ = detail::with_schema(publisher_sql::kMarkPublished, schema);
+  mark_failed_ = detail::with_schema(publisher_sql::kMarkFailed, schema);
 }
 
 std::vector<ClaimedEvent> EventStore::claim(std::size_t limit, const std::string& token,

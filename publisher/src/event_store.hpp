@@ -13,8 +13,8 @@
 #include <pqxx/row>
 
 #include "boxcar/outbox/outbox_status.hpp"
-#include "boxcar/runtime/backoff.hpp"
-#include "boxcar/runtime/connection_pool.hpp"
+#include "boxcar/core/backoff.hpp"
+#include "boxcar/core/connection_pool.hpp"
 
 namespace boxcar::detail {
 

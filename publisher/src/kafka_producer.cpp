@@ -5,8 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "boxcar/runtime/error.hpp"
-#include "boxcar/runtime/logging.hpp"
+#include "boxcar/core/error.hpp"
+#include "boxcar/core/logging.hpp"
 
 namespace boxcar::detail {
 namespace {

@@ -15,8 +15,8 @@
 
 #include "batch_pipeline.hpp"
 #include "boxcar/outbox/outbox_emitter.hpp"
-#include "boxcar/runtime/logging.hpp"
-#include "boxcar/runtime/wakeup_listener.hpp"
+#include "boxcar/core/logging.hpp"
+#include "boxcar/core/detail/wakeup_listener.hpp"
 #include "event_store.hpp"
 #include "producer_slot.hpp"
 #include "publisher_counters.hpp"
@@ -95,7 +95,7 @@ class Publisher::Impl {
   }
 
   void loop() {
-    WakeupListener wakeups(pool_->connection_string(), OutboxEmitter::notify_channel(options_.schema), log_);
+    detail::WakeupListener wakeups(pool_->connection_string(), OutboxEmitter::notify_channel(options_.schema), log_);
     auto next_recovery = Clock::now();
     while (!stopping_) {
       wakeups.ensure_listening();

@@ -1,8 +1,8 @@
 // Option checks of the publisher (librdkafka's own checks run when the producer is made).
 #include "publisher_options_check.hpp"
 
-#include "boxcar/runtime/error.hpp"
-#include "boxcar/runtime/sql_identifier.hpp"
+#include "boxcar/core/error.hpp"
+#include "boxcar/core/sql_identifier.hpp"
 
 namespace boxcar::detail {
 

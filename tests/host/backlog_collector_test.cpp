@@ -6,12 +6,12 @@
 #include <map>
 #include <optional>
 
-#include "boxcar/host/backlog_collector.hpp"
+#include "boxcar/ops/backlog_collector.hpp"
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/outbox/outbox_emitter.hpp"
-#include "boxcar/runtime/error.hpp"
-#include "boxcar/runtime/metrics.hpp"
-#include "boxcar/runtime/tx.hpp"
+#include "boxcar/core/error.hpp"
+#include "boxcar/core/metrics.hpp"
+#include "boxcar/core/tx.hpp"
 #include "exposition.hpp"
 #include "test_database.hpp"
 #include "worker_fixture.hpp"

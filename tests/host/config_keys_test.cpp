@@ -11,8 +11,8 @@
 #include <set>
 #include <sstream>
 
-#include "boxcar/host/config.hpp"
-#include "boxcar/runtime/error.hpp"
+#include "boxcar/runtime/config.hpp"
+#include "boxcar/core/error.hpp"
 
 using namespace boxcar;
 

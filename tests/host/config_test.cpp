@@ -8,8 +8,8 @@
 #include <functional>
 #include <map>
 
-#include "boxcar/host/config.hpp"
-#include "boxcar/runtime/error.hpp"
+#include "boxcar/runtime/config.hpp"
+#include "boxcar/core/error.hpp"
 
 using namespace boxcar;
 

@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "boxcar/host/operator.hpp"
+#include "boxcar/ops/operator.hpp"
 #include "boxcar/inbox/inbox.hpp"
 #include "child_process.hpp"
 #include "http_get.hpp"

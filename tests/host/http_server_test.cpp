@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "boxcar/host/http_server.hpp"
-#include "boxcar/runtime/error.hpp"
-#include "boxcar/runtime/metrics.hpp"
+#include "boxcar/runtime/http_server.hpp"
+#include "boxcar/core/error.hpp"
+#include "boxcar/core/metrics.hpp"
 #include "exposition.hpp"
 #include "http_get.hpp"
 

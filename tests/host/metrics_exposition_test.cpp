@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "boxcar/runtime/metrics.hpp"
+#include "boxcar/core/metrics.hpp"
 #include "exposition.hpp"
 
 using namespace boxcar;

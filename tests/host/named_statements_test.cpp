@@ -8,13 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "boxcar/host/detail/named_statements.hpp"
+#include "boxcar/ops/detail/named_statements.hpp"
 #include "boxcar/inbox/detail/named_statements.hpp"
 #include "boxcar/outbox/detail/named_statements.hpp"
 #include "boxcar/publisher/detail/named_statements.hpp"
-#include "boxcar/runtime/detail/named_statements.hpp"
-#include "boxcar/runtime/sql_identifier.hpp"
+#include "boxcar/core/detail/named_statements.hpp"
+#include "boxcar/core/sql_identifier.hpp"
 #include "boxcar/testing/detail/named_statements.hpp"
+#include "boxcar/core/detail/with_schema.hpp"
 #include "test_database.hpp"
 
 using boxcar::detail::NamedStatement;
@@ -24,9 +25,9 @@ namespace {
 
 std::vector<NamedStatement> every_statement() {
   std::vector<NamedStatement> all;
-  for (auto part : {boxcar::detail::runtime_statements(), boxcar::detail::inbox_statements(),
+  for (auto part : {boxcar::detail::core_statements(), boxcar::detail::inbox_statements(),
                     boxcar::detail::outbox_statements(), boxcar::detail::publisher_statements(),
-                    boxcar::detail::host_statements(), boxcar::detail::testing_statements()})
+                    boxcar::detail::ops_statements(), boxcar::detail::testing_statements()})
     all.insert(all.end(), part.begin(), part.end());
   return all;
 }
@@ -44,7 +45,7 @@ std::vector<PrepareFailure> prepare_all(const TestDatabase& db, const std::vecto
   for (const auto& statement : statements) {
     const std::string name(statement.name);
     try {
-      connection.prepare(name, boxcar::with_schema(statement.sql, db.schema()));
+      connection.prepare(name, boxcar::detail::with_schema(statement.sql, db.schema()));
       connection.prepare_now(name);
     } catch (const std::exception& e) {
       failures.push_back({name, e.what()});
@@ -75,9 +76,9 @@ TEST_CASE("a statement with a misspelt column fails to prepare and the failure n
 }
 
 TEST_CASE("every component lists its statements under unique names", "[statements]") {
-  for (const auto& part : {boxcar::detail::runtime_statements(), boxcar::detail::inbox_statements(),
+  for (const auto& part : {boxcar::detail::core_statements(), boxcar::detail::inbox_statements(),
                            boxcar::detail::outbox_statements(), boxcar::detail::publisher_statements(),
-                           boxcar::detail::host_statements(), boxcar::detail::testing_statements()})
+                           boxcar::detail::ops_statements(), boxcar::detail::testing_statements()})
     CHECK_FALSE(part.empty());
   std::set<std::string_view> names;
   for (const auto& statement : every_statement()) {

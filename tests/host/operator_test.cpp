@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "boxcar/host/operator.hpp"
+#include "boxcar/ops/operator.hpp"
 #include "boxcar/outbox/outbox_emitter.hpp"
 #include "worker_fixture.hpp"
 

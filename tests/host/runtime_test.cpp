@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "boxcar/host/runtime.hpp"
+#include "boxcar/runtime/runtime.hpp"
 #include "exposition.hpp"
 #include "http_get.hpp"
 #include "boxcar/testing/mock_kafka.hpp"

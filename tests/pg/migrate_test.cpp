@@ -7,9 +7,9 @@
 #include <random>
 #include <thread>
 
-#include "boxcar/runtime/error.hpp"
-#include "boxcar/runtime/migrate.hpp"
-#include "boxcar/runtime/sql_identifier.hpp"
+#include "boxcar/core/error.hpp"
+#include "boxcar/core/migrate.hpp"
+#include "boxcar/core/sql_identifier.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;

@@ -5,7 +5,7 @@
 #include "boxcar/inbox/worker.hpp"
 #include "boxcar/outbox/outbox_emitter.hpp"
 #include "boxcar/outbox/reserved_headers.hpp"
-#include "boxcar/runtime/uuid.hpp"
+#include "boxcar/core/uuid.hpp"
 #include "worker_fixture.hpp"
 #include "order_events.hpp"
 

@@ -11,7 +11,7 @@
 
 #include "boxcar/inbox/worker.hpp"
 #include "boxcar/outbox/outbox_emitter.hpp"
-#include "boxcar/runtime/canonical_json.hpp"
+#include "boxcar/core/canonical_json.hpp"
 #include "payload_generator.hpp"
 #include "worker_fixture.hpp"
 

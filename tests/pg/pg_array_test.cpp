@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "boxcar/runtime/detail/pg_array.hpp"
+#include "boxcar/core/detail/pg_array.hpp"
 #include "test_database.hpp"
 
 using boxcar::detail::pg_array;

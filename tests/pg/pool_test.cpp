@@ -2,8 +2,8 @@
 
 #include <thread>
 
-#include "boxcar/runtime/error.hpp"
-#include "boxcar/runtime/tx.hpp"
+#include "boxcar/core/error.hpp"
+#include "boxcar/core/tx.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;

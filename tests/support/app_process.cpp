@@ -8,8 +8,8 @@
 #include <string>
 #include <thread>
 
-#include "boxcar/host/runtime.hpp"
-#include "boxcar/runtime/sql_identifier.hpp"
+#include "boxcar/runtime/runtime.hpp"
+#include "boxcar/core/sql_identifier.hpp"
 #include "order_events.hpp"
 
 namespace {

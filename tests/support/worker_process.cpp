@@ -6,8 +6,8 @@
 #include <string>
 
 #include "boxcar/inbox/worker.hpp"
-#include "boxcar/runtime/shutdown_signals.hpp"
-#include "boxcar/runtime/sql_identifier.hpp"
+#include "boxcar/core/shutdown_signals.hpp"
+#include "boxcar/core/sql_identifier.hpp"
 
 namespace {
 

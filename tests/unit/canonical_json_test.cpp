@@ -1,6 +1,6 @@
 // Unit tests for RFC 8785 canonicalisation, UTF-8 validation, SHA-256 and content
 // fingerprints, anchored on the RFC's own examples and independently computed digests.
-#include "boxcar/runtime/canonical_json.hpp"
+#include "boxcar/core/canonical_json.hpp"
 
 #include <bit>
 #include <catch2/catch.hpp>
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "boxcar/runtime/error.hpp"
+#include "boxcar/core/error.hpp"
 
 namespace {
 

@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
-#include "boxcar/runtime/connection_pool.hpp"
-#include "boxcar/runtime/error.hpp"
-#include "boxcar/runtime/sql_identifier.hpp"
+#include "boxcar/core/connection_pool.hpp"
+#include "boxcar/core/error.hpp"
+#include "boxcar/core/sql_identifier.hpp"
 
 using boxcar::with_default_parameters;
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "boxcar/runtime/detail/pg_array.hpp"
+#include "boxcar/core/detail/pg_array.hpp"
 
 using boxcar::detail::pg_array;
 using boxcar::detail::PgArrayBuilder;

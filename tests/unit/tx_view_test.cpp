@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "boxcar/inbox/handler.hpp"
-#include "boxcar/runtime/tx_view.hpp"
+#include "boxcar/core/tx_view.hpp"
 
 namespace {
 

@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
-#include "boxcar/runtime/backoff.hpp"
-#include "../../inbox/src/message_processor.hpp"
-#include "boxcar/runtime/canonical_json.hpp"
+#include "boxcar/core/backoff.hpp"
+#include "boxcar/core/canonical_json.hpp"
+#include "boxcar/inbox/detail/error_text.hpp"
 
 using namespace std::chrono_literals;
 using boxcar::backoff_ceiling;

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "boxcar/runtime/scope.hpp"
+#include "boxcar/core/scope.hpp"
 
 namespace boxcar {
 

@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "boxcar/inbox/accept_request.hpp"
-#include "boxcar/runtime/scope.hpp"
-#include "boxcar/runtime/cancellation.hpp"
-#include "boxcar/runtime/error.hpp"
-#include "boxcar/runtime/tx_view.hpp"
+#include "boxcar/core/scope.hpp"
+#include "boxcar/core/cancellation.hpp"
+#include "boxcar/core/error.hpp"
+#include "boxcar/core/tx_view.hpp"
 
 namespace boxcar {
 

@@ -17,13 +17,15 @@
 #include "boxcar/inbox/accept_request.hpp"
 #include "boxcar/inbox/errors.hpp"
 #include "boxcar/inbox/receipt.hpp"
-#include "boxcar/runtime/canonical_json.hpp"
-#include "boxcar/runtime/connection_pool.hpp"
-#include "boxcar/runtime/metrics.hpp"
+#include "boxcar/core/canonical_json.hpp"
+#include "boxcar/core/connection_pool.hpp"
+#include "boxcar/core/metrics.hpp"
 
 namespace boxcar {
 
+namespace detail {
 class AsyncNotifier;
+}
 
 struct InboxOptions {
   /// Schema holding inbox_receipts (see boxcar::migrate).
@@ -99,7 +101,7 @@ class Inbox {
   InboxOptions options_;
   struct Queries;
   std::unique_ptr<Queries> queries_;
-  std::unique_ptr<AsyncNotifier> notifier_;
+  std::unique_ptr<detail::AsyncNotifier> notifier_;
 
   Receipt accept_unmetered(const AcceptRequest& request);
   void count(const std::string& consumer, std::string_view result) const;

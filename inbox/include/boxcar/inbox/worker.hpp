@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "boxcar/inbox/handler.hpp"
-#include "boxcar/runtime/backoff.hpp"
-#include "boxcar/runtime/connection_pool.hpp"
-#include "boxcar/runtime/metrics.hpp"
+#include "boxcar/core/backoff.hpp"
+#include "boxcar/core/connection_pool.hpp"
+#include "boxcar/core/metrics.hpp"
 
 namespace boxcar {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "boxcar/runtime/error.hpp"
+#include "boxcar/core/error.hpp"
 
 namespace boxcar {
 

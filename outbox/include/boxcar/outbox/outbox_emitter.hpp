@@ -17,14 +17,16 @@
 
 #include "boxcar/outbox/errors.hpp"
 #include "boxcar/outbox/outbox_event.hpp"
-#include "boxcar/runtime/canonical_json.hpp"
-#include "boxcar/runtime/metrics.hpp"
-#include "boxcar/runtime/scope.hpp"
-#include "boxcar/runtime/tx_view.hpp"
+#include "boxcar/core/canonical_json.hpp"
+#include "boxcar/core/metrics.hpp"
+#include "boxcar/core/scope.hpp"
+#include "boxcar/core/tx_view.hpp"
 
 namespace boxcar {
 
+namespace detail {
 class AsyncNotifier;
+}
 
 struct EmitOptions {
   /// The event's scope: usually context.scope of the message being handled, so a global
@@ -94,7 +96,7 @@ class OutboxEmitter {
   OutboxOptions options_;
   std::string insert_sql_;
   std::string insert_name_;
-  std::unique_ptr<AsyncNotifier> notifier_;
+  std::unique_ptr<detail::AsyncNotifier> notifier_;
 };
 
 }  // namespace boxcar

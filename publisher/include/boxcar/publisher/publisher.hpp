@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "boxcar/runtime/backoff.hpp"
-#include "boxcar/runtime/connection_pool.hpp"
-#include "boxcar/runtime/metrics.hpp"
+#include "boxcar/core/backoff.hpp"
+#include "boxcar/core/connection_pool.hpp"
+#include "boxcar/core/metrics.hpp"
 
 namespace boxcar {
 

@@ -1,10 +1,10 @@
 // The inbox library's named SQL statements, for the test that prepares every
-// component's statements (boxcar/runtime/detail/named_statements.hpp). Not public API.
+// component's statements (boxcar/core/detail/named_statements.hpp). Not public API.
 #pragma once
 
 #include <vector>
 
-#include "boxcar/runtime/detail/named_statements.hpp"
+#include "boxcar/core/detail/named_statements.hpp"
 
 namespace boxcar::detail {
 

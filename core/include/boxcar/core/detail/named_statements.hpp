@@ -1,0 +1,21 @@
+// Every library lists its named SQL statements through a `boxcar::detail::<part>_statements()`
+// function, so one test (tests/host/named_statements_test.cpp) can prepare all of them
+// against a migrated schema: the stand-in for sqlc, a typo fails in CI. Not public API.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+namespace boxcar::detail {
+
+/// One statement of a component's queries file: `name` is "<component>.<statement>",
+/// `sql` the text with its `{schema}` placeholders (see with_schema()).
+struct NamedStatement {
+  std::string_view name;
+  std::string_view sql;
+};
+
+/// The core's own statements (migration lock, notifier).
+std::vector<NamedStatement> core_statements();
+
+}  // namespace boxcar::detail

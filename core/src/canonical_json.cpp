@@ -1,0 +1,546 @@
+// RFC 8785 (JCS) canonical serialisation of nlohmann::json values and strict parsing
+// of JSON text into them, so fingerprints match those computed by other languages.
+#include "boxcar/core/canonical_json.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "boxcar/core/error.hpp"
+
+namespace boxcar {
+namespace {
+
+using json = nlohmann::json;
+
+/// Appends one RFC 6901 reference token, escaping the two characters that have a
+/// meaning inside a pointer.
+void append_pointer_token(std::string& path, std::string_view token) {
+  path.push_back('/');
+  for (const char c : token) {
+    if (c == '~') {
+      path += "~0";
+    } else if (c == '/') {
+      path += "~1";
+    } else {
+      path.push_back(c);
+    }
+  }
+}
+
+void append_pointer_index(std::string& path, std::size_t index) {
+  path.push_back('/');
+  path += std::to_string(index);
+}
+
+/// Converts already-validated UTF-8 to UTF-16 code units, the unit JCS sorts by.
+std::u16string to_utf16(std::string_view utf8) {
+  std::u16string out;
+  out.reserve(utf8.size());
+  const auto* bytes = reinterpret_cast<const unsigned char*>(utf8.data());
+  std::size_t i = 0;
+  while (i < utf8.size()) {
+    const unsigned char lead = bytes[i];
+    char32_t cp = 0;
+    std::size_t length = 1;
+    if (lead < 0x80) {
+      cp = lead;
+    } else if (lead < 0xE0) {
+      cp = lead & 0x1Fu;
+      length = 2;
+    } else if (lead < 0xF0) {
+      cp = lead & 0x0Fu;
+      length = 3;
+    } else {
+      cp = lead & 0x07u;
+      length = 4;
+    }
+    for (std::size_t k = 1; k < length; ++k) {
+      cp = (cp << 6) | (bytes[i + k] & 0x3Fu);
+    }
+    i += length;
+
+    if (cp < 0x10000) {
+      out.push_back(static_cast<char16_t>(cp));
+    } else {
+      cp -= 0x10000;
+      out.push_back(static_cast<char16_t>(0xD800 + (cp >> 10)));
+      out.push_back(static_cast<char16_t>(0xDC00 + (cp & 0x3FF)));
+    }
+  }
+  return out;
+}
+
+/// Formats a finite double exactly as ECMAScript's Number::toString (ECMA-262
+/// §6.1.6.1.20), which RFC 8785 §3.2.2.3 mandates.
+std::string es_number_text(double value) {
+  if (value == 0.0) {
+    return "0";  // covers -0, which ES prints without a sign
+  }
+  std::string out;
+  if (value < 0) {
+    out.push_back('-');
+    value = -value;
+  }
+
+  // Shortest round-trip scientific form, e.g. "1.2345e+02" or "5e-324". Among the
+  // shortest candidates to_chars picks the one closest to the value, which is the
+  // same tie-break ES specifies.
+  char buffer[64];
+  const auto result =
+      std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
+  const std::string_view sci(buffer, static_cast<std::size_t>(result.ptr - buffer));
+  const std::size_t e_pos = sci.find('e');
+
+  std::string digits;
+  for (const char c : sci.substr(0, e_pos)) {
+    if (c != '.') {
+      digits.push_back(c);
+    }
+  }
+  std::string_view exponent_text = sci.substr(e_pos + 1);
+  if (!exponent_text.empty() && exponent_text.front() == '+') {
+    exponent_text.remove_prefix(1);  // from_chars does not accept a leading '+'
+  }
+  int exponent = 0;
+  std::from_chars(exponent_text.data(), exponent_text.data() + exponent_text.size(), exponent);
+
+  // ES terms: value = 0.d1d2...dk × 10^n, i.e. n is one more than the scientific
+  // exponent and k is the number of significant digits.
+  const int k = static_cast<int>(digits.size());
+  const int n = exponent + 1;
+  if (k <= n && n <= 21) {
+    out += digits;
+    out.append(static_cast<std::size_t>(n - k), '0');
+  } else if (0 < n && n <= 21) {
+    out.append(digits, 0, static_cast<std::size_t>(n));
+    out.push_back('.');
+    out.append(digits, static_cast<std::size_t>(n));
+  } else if (-6 < n && n <= 0) {
+    out += "0.";
+    out.append(static_cast<std::size_t>(-n), '0');
+    out += digits;
+  } else {
+    out.push_back(digits[0]);
+    if (k > 1) {
+      out.push_back('.');
+      out.append(digits, 1);
+    }
+    out.push_back('e');
+    out.push_back(n - 1 < 0 ? '-' : '+');
+    out += std::to_string(n - 1 < 0 ? 1 - n : n - 1);
+  }
+  return out;
+}
+
+/// True for a double whose canonical form would be an integer literal beyond
+/// ±kMaxSafeInteger. Every double from 2^53 on is an integer, and below
+/// kMinExponentFormMagnitude ECMAScript prints it as plain digits ("100000000000000000"):
+/// text that PostgreSQL, nlohmann and other 64-bit parsers read back as an exact integer
+/// (often not the double's value, e.g. 2^60 prints as 1152921504606847000), which then
+/// fails this very rule. From 10^21 on the form is exponential ("1e+21") and every
+/// reader, including nlohmann on jsonb's digits, takes it as the same double.
+bool is_ambiguous_integer(double value) {
+  const double magnitude = std::fabs(value);
+  return magnitude > static_cast<double>(kMaxSafeInteger) && magnitude < kMinExponentFormMagnitude;
+}
+
+/// Serialises one value tree into `out_`, tracking the JSON Pointer of the value being
+/// written so every error can say where it is.
+class CanonicalWriter {
+ public:
+  explicit CanonicalWriter(const CanonicalLimits& limits) : limits_(limits) {}
+
+  std::string finish(const json& value) {
+    write_value(value, 0);
+    return std::move(out_);
+  }
+
+ private:
+  [[noreturn]] void fail(const char* code, const std::string& message) const {
+    throw JsonValueError(code, path_, message);
+  }
+
+  [[noreturn]] void fail_integer_out_of_range(const std::string& number) const {
+    fail("JSON_INTEGER_OUT_OF_RANGE",
+         "number " + number +
+             " is an integer beyond ±2^53-1 that not every reader holds exactly; "
+             "send it as a string");
+  }
+
+  void check_size() const {
+    if (out_.size() > limits_.max_bytes) {
+      fail("JSON_TOO_LARGE",
+           "canonical JSON exceeds " + std::to_string(limits_.max_bytes) + " bytes");
+    }
+  }
+
+  void append(std::string_view text) {
+    out_ += text;
+    check_size();
+  }
+
+  /// `depth` is the number of containers enclosing `value`.
+  void write_value(const json& value, std::size_t depth) {
+    switch (value.type()) {
+      case json::value_t::null:
+        append("null");
+        return;
+      case json::value_t::boolean:
+        append(value.get<bool>() ? "true" : "false");
+        return;
+      // The number rule depends on the value only: 1e17 as a double, an int64 or a
+      // uint64 is refused alike (see is_ambiguous_integer).
+      case json::value_t::number_integer: {
+        const auto number = value.get<std::int64_t>();
+        if (number > kMaxSafeInteger || number < -kMaxSafeInteger) {
+          fail_integer_out_of_range(std::to_string(number));
+        }
+        append(std::to_string(number));
+        return;
+      }
+      case json::value_t::number_unsigned: {
+        const auto number = value.get<std::uint64_t>();
+        if (number > static_cast<std::uint64_t>(kMaxSafeInteger)) {
+          fail_integer_out_of_range(std::to_string(number));
+        }
+        append(std::to_string(number));
+        return;
+      }
+      case json::value_t::number_float: {
+        const auto number = value.get<double>();
+        if (!std::isfinite(number)) {
+          fail("JSON_NON_FINITE_NUMBER", "NaN and Infinity have no JSON representation");
+        }
+        std::string text = es_number_text(number);
+        if (is_ambiguous_integer(number)) {
+          fail_integer_out_of_range(text);
+        }
+        append(text);
+        return;
+      }
+      case json::value_t::string:
+        write_string(value.get_ref<const std::string&>());
+        return;
+      case json::value_t::array:
+        write_array(value, depth + 1);
+        return;
+      case json::value_t::object:
+        write_object(value, depth + 1);
+        return;
+      case json::value_t::binary:
+        fail("JSON_UNSUPPORTED_VALUE", "binary values have no JSON text representation");
+      case json::value_t::discarded:
+        fail("JSON_UNSUPPORTED_VALUE", "discarded values have no JSON text representation");
+    }
+    fail("JSON_UNSUPPORTED_VALUE", "unknown JSON value type");
+  }
+
+  void check_depth(std::size_t depth) const {
+    // Checked before descending so hostile nesting is refused without recursing into
+    // it: max_depth is what bounds this writer's stack use.
+    if (depth > limits_.max_depth) {
+      fail("JSON_TOO_DEEP", "nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
+    }
+  }
+
+  void write_array(const json& array, std::size_t depth) {
+    check_depth(depth);
+    const std::size_t path_size = path_.size();
+    append("[");
+    std::size_t index = 0;
+    for (const auto& element : array) {
+      if (index != 0) {
+        append(",");
+      }
+      append_pointer_index(path_, index);
+      write_value(element, depth);
+      path_.resize(path_size);
+      ++index;
+    }
+    append("]");
+  }
+
+  void write_object(const json& object, std::size_t depth) {
+    check_depth(depth);
+    const auto& members = object.get_ref<const json::object_t&>();
+
+    // Names are validated before sorting because the UTF-16 conversion relies on
+    // well-formed input. A bad name is reported at the object's own path: a pointer
+    // quoting the malformed bytes would carry them into logs and error payloads.
+    struct Member {
+      std::u16string sort_key;
+      const std::string* name;
+      const json* value;
+    };
+    std::vector<Member> sorted;
+    sorted.reserve(members.size());
+    for (const auto& [name, value] : members) {
+      if (!is_valid_utf8(name)) {
+        fail("JSON_INVALID_UTF8", "a member name is not valid UTF-8");
+      }
+      if (name.find('\0') != std::string::npos) {
+        fail("JSON_NUL_CHARACTER", "a member name contains U+0000");
+      }
+      sorted.push_back(Member{to_utf16(name), &name, &value});
+    }
+    // nlohmann keeps members in UTF-8 byte order, which differs from UTF-16 order
+    // once characters above U+FFFF meet ones in U+E000..U+FFFF.
+    std::sort(sorted.begin(), sorted.end(),
+              [](const Member& a, const Member& b) { return a.sort_key < b.sort_key; });
+
+    const std::size_t path_size = path_.size();
+    append("{");
+    bool first = true;
+    for (const Member& member : sorted) {
+      if (!first) {
+        append(",");
+      }
+      first = false;
+      append_pointer_token(path_, *member.name);
+      write_string(*member.name);
+      append(":");
+      write_value(*member.value, depth);
+      path_.resize(path_size);
+    }
+    append("}");
+  }
+
+  void write_string(const std::string& text) {
+    if (!is_valid_utf8(text)) {
+      fail("JSON_INVALID_UTF8", "string is not valid UTF-8");
+    }
+    if (text.find('\0') != std::string::npos) {
+      fail("JSON_NUL_CHARACTER", "string contains U+0000");
+    }
+    // Escaping never shrinks text, so an oversized string is refused before copying.
+    if (text.size() + 2 > limits_.max_bytes || out_.size() > limits_.max_bytes - text.size() - 2) {
+      fail("JSON_TOO_LARGE",
+           "canonical JSON exceeds " + std::to_string(limits_.max_bytes) + " bytes");
+    }
+
+    static constexpr char kHexDigits[] = "0123456789abcdef";
+    out_.push_back('"');
+    for (const char c : text) {
+      const auto byte = static_cast<unsigned char>(c);
+      switch (byte) {
+        case '"':
+          out_ += "\\\"";
+          break;
+        case '\\':
+          out_ += "\\\\";
+          break;
+        case '\b':
+          out_ += "\\b";
+          break;
+        case '\t':
+          out_ += "\\t";
+          break;
+        case '\n':
+          out_ += "\\n";
+          break;
+        case '\f':
+          out_ += "\\f";
+          break;
+        case '\r':
+          out_ += "\\r";
+          break;
+        default:
+          if (byte < 0x20) {
+            out_ += "\\u00";
+            out_.push_back(kHexDigits[byte >> 4]);
+            out_.push_back(kHexDigits[byte & 0x0F]);
+          } else {
+            out_.push_back(c);  // RFC 8785 keeps U+007F, non-ASCII and U+2028 raw
+          }
+      }
+    }
+    out_.push_back('"');
+    check_size();
+  }
+
+  const CanonicalLimits& limits_;
+  std::string out_;
+  std::string path_;
+};
+
+/// SAX handler that builds the DOM like nlohmann's own, but refuses duplicate member
+/// names, excessive depth and numbers nlohmann would silently approximate, all with
+/// the JSON Pointer of the offending value. nlohmann's parser keeps its own stack on
+/// the heap, so even absurd nesting is stopped here at max_depth + 1 without deep
+/// recursion. Container pointers stay valid because a parent only grows after its
+/// open child has been closed.
+class StrictDomBuilder {
+ public:
+  StrictDomBuilder(std::string_view text, const CanonicalLimits& limits)
+      : text_(text), limits_(limits) {}
+
+  json take_root() { return std::move(root_); }
+
+  bool null() {
+    add_value(json(nullptr));
+    return true;
+  }
+  bool boolean(bool value) {
+    add_value(json(value));
+    return true;
+  }
+  bool number_integer(json::number_integer_t value) {
+    add_value(json(value));
+    return true;
+  }
+  bool number_unsigned(json::number_unsigned_t value) {
+    add_value(json(value));
+    return true;
+  }
+  // A literal denotes the nearest double, as in JSON.parse; the number rule is applied
+  // to that value by the writer, so 1e17, 1.0e17 and 100000000000000000 fare alike.
+  bool number_float(json::number_float_t value, const std::string& /*literal*/) {
+    add_value(json(value));
+    return true;
+  }
+  bool string(std::string& value) {
+    add_value(json(std::move(value)));
+    return true;
+  }
+  bool binary(json::binary_t& /*value*/) {
+    add_value(json(nullptr));
+    throw JsonValueError("JSON_UNSUPPORTED_VALUE", path_,
+                         "binary values have no JSON text representation");
+  }
+
+  bool start_object(std::size_t /*elements*/) {
+    open_container(json::object());
+    return true;
+  }
+  bool key(std::string& name) {
+    Frame& frame = frames_.back();
+    path_.resize(frame.path_size);
+    append_pointer_token(path_, name);
+    auto& members = frame.container->get_ref<json::object_t&>();
+    if (members.find(name) != members.end()) {
+      throw JsonValueError("JSON_DUPLICATE_KEY", path_, "duplicate member name");
+    }
+    frame.pending_member = &members[std::move(name)];
+    return true;
+  }
+  bool end_object() {
+    close_container();
+    return true;
+  }
+
+  bool start_array(std::size_t /*elements*/) {
+    open_container(json::array());
+    return true;
+  }
+  bool end_array() {
+    close_container();
+    return true;
+  }
+
+  bool parse_error(std::size_t position, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& error) {
+    const std::string path = error_path();
+    // 406 is nlohmann's "number overflow": a literal such as 1e400 that no double holds.
+    if (error.id == 406) {
+      throw JsonValueError("JSON_NON_FINITE_NUMBER", path, "number literal overflows a double");
+    }
+    // The lexer reports ill-formed UTF-8 as a generic syntax error; name it properly.
+    if (!is_valid_utf8(text_)) {
+      throw JsonValueError("JSON_INVALID_UTF8", path, "JSON text is not valid UTF-8");
+    }
+    throw JsonValueError(
+        "JSON_PARSE_ERROR", path,
+        "malformed JSON near byte " + std::to_string(position) + ": " + error.what());
+  }
+
+ private:
+  struct Frame {
+    json* container;
+    std::size_t path_size;  // length of the container's own pointer
+    std::size_t next_index = 0;
+    json* pending_member = nullptr;  // slot created by key(), filled by the next value
+  };
+
+  /// Stores `value` where the parser currently is and sets path_ to point at it.
+  json* add_value(json&& value) {
+    if (frames_.empty()) {
+      root_ = std::move(value);
+      return &root_;
+    }
+    Frame& frame = frames_.back();
+    if (frame.container->is_array()) {
+      path_.resize(frame.path_size);
+      append_pointer_index(path_, frame.next_index++);
+      auto& elements = frame.container->get_ref<json::array_t&>();
+      elements.push_back(std::move(value));
+      return &elements.back();
+    }
+    json* slot = std::exchange(frame.pending_member, nullptr);
+    *slot = std::move(value);
+    return slot;
+  }
+
+  /// Where the parser was when it failed: the value it was reading (an array's next
+  /// element, or the member whose name it has read), else the enclosing object when it
+  /// failed between members (or inside a member name, which cannot be quoted).
+  std::string error_path() const {
+    if (frames_.empty()) {
+      return {};  // the root value itself, or trailing text after it
+    }
+    const Frame& frame = frames_.back();
+    std::string path = path_.substr(0, frame.path_size);
+    if (frame.container->is_array()) {
+      append_pointer_index(path, frame.next_index);
+    } else if (frame.pending_member != nullptr) {
+      path = path_;
+    }
+    return path;
+  }
+
+  void open_container(json&& empty) {
+    json* container = add_value(std::move(empty));
+    if (frames_.size() + 1 > limits_.max_depth) {
+      throw JsonValueError("JSON_TOO_DEEP", path_,
+                           "nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
+    }
+    frames_.push_back(Frame{container, path_.size()});
+  }
+
+  void close_container() { frames_.pop_back(); }
+
+  std::string_view text_;
+  const CanonicalLimits& limits_;
+  json root_;
+  std::vector<Frame> frames_;
+  std::string path_;
+};
+
+}  // namespace
+
+std::string format_es_number(double value) {
+  if (!std::isfinite(value)) {
+    throw JsonValueError("JSON_NON_FINITE_NUMBER", "",
+                         "NaN and Infinity have no JSON representation");
+  }
+  return es_number_text(value);
+}
+
+std::string canonicalize(const nlohmann::json& value, const CanonicalLimits& limits) {
+  return CanonicalWriter(limits).finish(value);
+}
+
+std::string canonicalize_text(std::string_view json_text, const CanonicalLimits& limits) {
+  StrictDomBuilder builder(json_text, limits);
+  json::sax_parse(json_text.begin(), json_text.end(), &builder, json::input_format_t::json,
+                  /*strict=*/true, /*ignore_comments=*/false);
+  return canonicalize(builder.take_root(), limits);
+}
+
+}  // namespace boxcar

@@ -1,0 +1,160 @@
+// The bounded connection pool: lazy open, health check on loan, close on unclean return.
+#include "boxcar/core/connection_pool.hpp"
+
+#include <poll.h>
+
+#include <sstream>
+
+#include "boxcar/core/detail/database_errors.hpp"
+#include "boxcar/core/error.hpp"
+#include "boxcar/core/tx.hpp"
+
+namespace boxcar {
+
+std::string with_default_parameters(const std::string& url, const std::string& parameters) {
+  const bool is_url = url.starts_with("postgresql://") || url.starts_with("postgres://");
+  std::string result = url;
+  std::istringstream words(parameters);
+  std::string pair;
+  while (words >> pair) {
+    const auto eq = pair.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = pair.substr(0, eq);
+    const bool present = is_url ? (url.find("?" + key + "=") != std::string::npos ||
+                                   url.find("&" + key + "=") != std::string::npos)
+                                : (url.find(key + "=") != std::string::npos);
+    if (present) continue;
+    if (is_url) {
+      result += (result.find('?') == std::string::npos ? '?' : '&');
+      result += pair;
+    } else {
+      result += (result.empty() ? "" : " ") + pair;
+    }
+  }
+  return result;
+}
+
+namespace {
+
+// A connection that the server closed (terminated backend, restart) while it sat idle
+// has a readable socket: the server's goodbye or EOF. Pooled connections never LISTEN,
+// so nothing else arrives unasked.
+bool looks_healthy(const pqxx::connection& connection) {
+  if (!connection.is_open()) return false;
+  pollfd fd{connection.sock(), POLLIN, 0};
+  const int ready = ::poll(&fd, 1, 0);
+  return ready == 0;
+}
+
+}  // namespace
+
+PooledConnection::PooledConnection(std::shared_ptr<ConnectionPool> pool, Slot slot)
+    : pool_(std::move(pool)),
+      connection_(std::move(slot.connection)),
+      prepared_(std::move(slot.prepared)) {}
+
+PooledConnection::PooledConnection(PooledConnection&& other) noexcept
+    : pool_(std::move(other.pool_)),
+      connection_(std::move(other.connection_)),
+      prepared_(std::move(other.prepared_)),
+      discard_(other.discard_) {}
+
+PooledConnection& PooledConnection::operator=(PooledConnection&& other) noexcept {
+  if (this != &other) {
+    PooledConnection old(std::move(*this));
+    pool_ = std::move(other.pool_);
+    connection_ = std::move(other.connection_);
+    prepared_ = std::move(other.prepared_);
+    discard_ = other.discard_;
+  }
+  return *this;
+}
+
+PooledConnection::~PooledConnection() {
+  if (!pool_) return;
+  const bool reusable = !discard_ && connection_ && connection_->is_open();
+  pool_->give_back(PooledConnection::Slot{std::move(connection_), std::move(prepared_)},
+                   reusable);
+}
+
+void PooledConnection::prepare_once(const std::string& name, const std::string& sql) {
+  if (prepared_.contains(name)) return;
+  connection_->prepare(name, sql);
+  prepared_.insert(name);
+}
+
+std::shared_ptr<ConnectionPool> ConnectionPool::create(PoolOptions options) {
+  if (options.url.empty()) throw ConfigError("database.url", "a PostgreSQL URL is required");
+  if (options.size == 0) throw ConfigError("pool.size", "must be at least 1");
+  return std::shared_ptr<ConnectionPool>(new ConnectionPool(std::move(options)));
+}
+
+ConnectionPool::ConnectionPool(PoolOptions options)
+    : options_(std::move(options)),
+      connection_string_(with_default_parameters(options_.url, options_.default_parameters)) {}
+
+PooledConnection ConnectionPool::acquire() {
+  std::unique_lock lock(mutex_);
+  const auto deadline = std::chrono::steady_clock::now() + options_.acquire_timeout;
+  while (true) {
+    while (!idle_.empty()) {
+      PooledConnection::Slot slot = std::move(idle_.back());
+      idle_.pop_back();
+      if (looks_healthy(*slot.connection)) return PooledConnection(shared_from_this(), std::move(slot));
+      --open_;  // dropped: the slot's destructor closes it
+    }
+    if (open_ < options_.size) {
+      ++open_;
+      lock.unlock();
+      try {
+        PooledConnection::Slot slot{std::make_unique<pqxx::connection>(connection_string_), {}};
+        return PooledConnection(shared_from_this(), std::move(slot));
+      } catch (...) {
+        lock.lock();
+        --open_;
+        freed_.notify_one();
+        throw detail::to_database_error(std::current_exception(), "opening a database connection", false);
+      }
+    }
+    if (freed_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
+        open_ >= options_.size) {
+      throw DatabaseError("DATABASE_POOL_TIMEOUT",
+                          "no database connection became free within " +
+                              std::to_string(options_.acquire_timeout.count()) +
+                              " ms (pool.size = " + std::to_string(options_.size) + ")");
+    }
+  }
+}
+
+Tx ConnectionPool::begin() { return Tx(acquire()); }
+
+std::size_t ConnectionPool::open_connections() const {
+  std::lock_guard lock(mutex_);
+  return open_;
+}
+
+void ConnectionPool::abandon_loan(const pqxx::connection& connection) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!abandoned_.insert(&connection).second) return;
+    --open_;
+  }
+  freed_.notify_one();
+}
+
+void ConnectionPool::give_back(PooledConnection::Slot slot, bool reusable) noexcept {
+  {
+    std::lock_guard lock(mutex_);
+    if (abandoned_.erase(slot.connection.get()) > 0) {
+      // Already uncounted by abandon_loan(): closed below, whatever state it is in.
+    } else if (reusable) {
+      idle_.push_back(std::move(slot));
+    } else {
+      --open_;
+    }
+  }
+  freed_.notify_one();
+  // A non-reusable slot's connection closes here, outside the lock.
+}
+
+}  // namespace boxcar

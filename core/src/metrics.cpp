@@ -1,0 +1,206 @@
+// boxcar::Metrics on prometheus-cpp: one private Registry per Metrics object, one family
+// per exported name, label values supplied by the named methods only. prometheus-cpp stays
+// out of the public header (pimpl), so components and applications never see it.
+//
+// Thread-safety: prometheus-cpp's Family::Add (find-or-create under the family's mutex)
+// and the metric updates (atomics / per-histogram mutex) are thread-safe, so no lock of
+// our own is needed. Add() with a label set that exists returns the existing series and
+// ignores the bucket argument.
+#include "boxcar/core/metrics.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <sstream>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+namespace boxcar {
+
+namespace {
+
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+using prometheus::Histogram;
+
+// A handler runs from a millisecond (a single insert) up to its timeout (30 s default cap).
+const Histogram::BucketBoundaries kHandlerBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                      0.25,  0.5,    1.0,   2.5,  5.0,   10.0, 30.0};
+// End-to-end latencies include polling, retries with backoff and publisher batching: from
+// a few milliseconds (NOTIFY wake-up) to minutes (a retry or a broker outage).
+const Histogram::BucketBoundaries kLatencyBuckets = {0.005, 0.01, 0.025, 0.05, 0.1,  0.25,  0.5,  1.0,
+                                                     2.5,   5.0,  10.0,  30.0, 60.0, 120.0, 300.0};
+// Claim batches are 1..batch_size rows (batch sizes above 1000 are not sensible).
+const Histogram::BucketBoundaries kBatchBuckets = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
+
+/// Durations come from two clocks (database and host) and may be slightly negative.
+double non_negative(double seconds) { return std::isfinite(seconds) ? std::max(0.0, seconds) : 0.0; }
+
+Family<Counter>& counter(prometheus::Registry& registry, const std::string& name, const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry);
+}
+Family<Gauge>& gauge(prometheus::Registry& registry, const std::string& name, const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry);
+}
+Family<Histogram>& histogram(prometheus::Registry& registry, const std::string& name, const std::string& help) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(registry);
+}
+
+}  // namespace
+
+struct Metrics::Impl {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+
+  // Inbox.
+  Family<Counter>& accept_total = counter(*registry, "boxcar_inbox_accept_total",
+                                          "Inbox accept() calls by consumer and result "
+                                          "(accepted, duplicate, conflict, invalid, storage_error).");
+  Family<Counter>& processed_total = counter(*registry, "boxcar_inbox_processed_total",
+                                             "Receipts the worker finished an attempt on, by consumer, event type "
+                                             "and outcome (completed, retried, dead, stale, unsupported).");
+  Family<Histogram>& handler_seconds = histogram(*registry, "boxcar_inbox_handler_duration_seconds",
+                                                 "Handler run time per attempt, including its transaction's commit.");
+  Family<Histogram>& accept_to_complete_seconds =
+      histogram(*registry, "boxcar_inbox_accept_to_complete_seconds",
+                "Time from receipt creation (accept) to its COMPLETED commit.");
+  Family<Counter>& claimed_total =
+      counter(*registry, "boxcar_inbox_claimed_total", "Receipts claimed by the worker, by consumer.");
+  Family<Histogram>& claim_batch_size = histogram(*registry, "boxcar_inbox_claim_batch_size",
+                                                  "Receipts per non-empty claim.");
+  Counter& abandoned_handlers = counter(*registry, "boxcar_worker_abandoned_handlers_total",
+                                        "Handler threads the worker abandoned (their handler ignored its "
+                                        "deadline or the shutdown grace) and replaced.")
+                                    .Add({});
+
+  // Outbox and publisher.
+  Family<Counter>& emitted_total = counter(*registry, "boxcar_outbox_emitted_total",
+                                           "Events written to the outbox, counted when the emitting "
+                                           "transaction commits, by event type and topic.");
+  Family<Counter>& published_total = counter(*registry, "boxcar_publisher_events_total",
+                                             "Publisher outcomes by topic: delivered, failed (will retry), dead.");
+  Family<Histogram>& emit_to_delivered_seconds =
+      histogram(*registry, "boxcar_publisher_emit_to_delivered_seconds",
+                "Time from outbox row creation (emit) to its PUBLISHED mark.");
+  Gauge& in_flight_events = gauge(*registry, "boxcar_publisher_in_flight_events",
+                                  "Events handed to the Kafka producer and not yet acknowledged.")
+                                .Add({});
+
+  // Backlog (set by the background collector).
+  Family<Gauge>& inbox_receipts = gauge(*registry, "boxcar_inbox_receipts",
+                                        "Inbox receipts by consumer and status (PENDING, RETRYABLE, "
+                                        "PROCESSING, DEAD not discarded) at the last backlog collection.");
+  Family<Gauge>& inbox_oldest_due_age =
+      gauge(*registry, "boxcar_inbox_oldest_due_age_seconds",
+            "How long the oldest due PENDING/RETRYABLE receipt of a consumer has been due; 0 when none.");
+  Family<Gauge>& outbox_events =
+      gauge(*registry, "boxcar_outbox_events",
+            "Outbox events by status (PENDING, RETRYABLE, PUBLISHING, DEAD not discarded) at the last collection.");
+  Gauge& outbox_oldest_unpublished_age =
+      gauge(*registry, "boxcar_outbox_oldest_unpublished_age_seconds",
+            "Age of the oldest PENDING/RETRYABLE/PUBLISHING outbox event; 0 when none.")
+          .Add({});
+  Family<Gauge>& table_dead_tuples = gauge(*registry, "boxcar_table_dead_tuples",
+                                           "pg_stat_user_tables.n_dead_tup of a Boxcar table.");
+  Family<Gauge>& table_size_bytes = gauge(*registry, "boxcar_table_size_bytes",
+                                          "pg_total_relation_size of a Boxcar table (heap, indexes, TOAST).");
+  Gauge& collection_seconds = gauge(*registry, "boxcar_backlog_collection_seconds",
+                                    "Duration of the last backlog collection.")
+                                  .Add({});
+  Counter& collection_errors = counter(*registry, "boxcar_backlog_collection_errors_total",
+                                       "Backlog collections that failed (the backlog gauges keep their last values).")
+                                   .Add({});
+  // Not in the header's list: lets an alert tell "collector stopped or failing" from
+  // "backlog stable" without relying on the errors counter alone.
+  Gauge& collection_last_success = gauge(*registry, "boxcar_backlog_last_success_timestamp_seconds",
+                                         "Unix time of the last successful backlog collection; 0 before the first.")
+                                       .Add({});
+};
+
+Metrics::Metrics() : impl_(std::make_unique<Impl>()) {}
+Metrics::~Metrics() = default;
+
+void Metrics::accept_result(const std::string& consumer, std::string_view result) {
+  impl_->accept_total.Add({{"consumer", consumer}, {"result", std::string(result)}}).Increment();
+}
+
+void Metrics::processed(const std::string& consumer, const std::string& event_type, std::string_view outcome) {
+  impl_->processed_total
+      .Add({{"consumer", consumer}, {"event_type", event_type}, {"outcome", std::string(outcome)}})
+      .Increment();
+}
+
+void Metrics::handler_duration(const std::string& consumer, double seconds) {
+  impl_->handler_seconds.Add({{"consumer", consumer}}, kHandlerBuckets).Observe(non_negative(seconds));
+}
+
+void Metrics::accept_to_complete(const std::string& consumer, double seconds) {
+  impl_->accept_to_complete_seconds.Add({{"consumer", consumer}}, kLatencyBuckets).Observe(non_negative(seconds));
+}
+
+void Metrics::claimed(const std::string& consumer, std::size_t batch) {
+  impl_->claimed_total.Add({{"consumer", consumer}}).Increment(static_cast<double>(batch));
+  impl_->claim_batch_size.Add({}, kBatchBuckets).Observe(static_cast<double>(batch));
+}
+
+void Metrics::abandoned_handler() { impl_->abandoned_handlers.Increment(); }
+
+void Metrics::emitted(const std::string& event_type, const std::string& topic) {
+  impl_->emitted_total.Add({{"event_type", event_type}, {"topic", topic}}).Increment();
+}
+
+void Metrics::published(const std::string& topic, std::string_view outcome, std::size_t count) {
+  impl_->published_total.Add({{"topic", topic}, {"outcome", std::string(outcome)}})
+      .Increment(static_cast<double>(count));
+}
+
+void Metrics::emit_to_delivered(const std::string& topic, double seconds) {
+  impl_->emit_to_delivered_seconds.Add({{"topic", topic}}, kLatencyBuckets).Observe(non_negative(seconds));
+}
+
+void Metrics::set_in_flight_events(std::size_t events) {
+  impl_->in_flight_events.Set(static_cast<double>(events));
+}
+
+void Metrics::set_inbox_receipts(const std::string& consumer, std::string_view status, double count) {
+  impl_->inbox_receipts.Add({{"consumer", consumer}, {"status", std::string(status)}}).Set(count);
+}
+
+void Metrics::set_inbox_oldest_due_age(const std::string& consumer, double seconds) {
+  impl_->inbox_oldest_due_age.Add({{"consumer", consumer}}).Set(non_negative(seconds));
+}
+
+void Metrics::set_outbox_events(std::string_view status, double count) {
+  impl_->outbox_events.Add({{"status", std::string(status)}}).Set(count);
+}
+
+void Metrics::set_outbox_oldest_unpublished_age(double seconds) {
+  impl_->outbox_oldest_unpublished_age.Set(non_negative(seconds));
+}
+
+void Metrics::set_table_health(const std::string& table, double dead_tuples, double size_bytes) {
+  impl_->table_dead_tuples.Add({{"table", table}}).Set(dead_tuples);
+  impl_->table_size_bytes.Add({{"table", table}}).Set(size_bytes);
+}
+
+void Metrics::backlog_collected(double seconds, bool ok) {
+  impl_->collection_seconds.Set(non_negative(seconds));
+  if (ok) {
+    impl_->collection_last_success.SetToCurrentTime();
+  } else {
+    impl_->collection_errors.Increment();
+  }
+}
+
+std::string Metrics::serialize() const {
+  std::ostringstream out;
+  prometheus::TextSerializer{}.Serialize(out, impl_->registry->Collect());
+  return out.str();
+}
+
+}  // namespace boxcar

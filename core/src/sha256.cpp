@@ -1,0 +1,61 @@
+// SHA-256 hashing (OpenSSL EVP) and the content fingerprint of inbox messages and
+// outbox events built on it.
+#include <openssl/evp.h>
+
+#include <array>
+#include <string>
+#include <string_view>
+
+#include "boxcar/core/canonical_json.hpp"
+#include "boxcar/core/error.hpp"
+
+namespace boxcar {
+
+std::string sha256_hex(std::string_view bytes) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int digest_size = 0;
+  // EVP_Digest only fails when OpenSSL itself is broken (e.g. a FIPS provider that
+  // refuses to load); a fingerprint must never silently be empty, so surface it.
+  if (EVP_Digest(bytes.data(), bytes.size(), digest.data(), &digest_size, EVP_sha256(), nullptr) !=
+          1 ||
+      digest_size != 32) {
+    throw Error("INTERNAL_ERROR", "OpenSSL SHA-256 computation failed");
+  }
+
+  static constexpr char kHexDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * digest_size);
+  for (unsigned int i = 0; i < digest_size; ++i) {
+    hex.push_back(kHexDigits[digest[i] >> 4]);
+    hex.push_back(kHexDigits[digest[i] & 0x0F]);
+  }
+  return hex;
+}
+
+std::string content_fingerprint(std::string_view event_type, int schema_version,
+                                std::string_view canonical_payload) {
+  // Canonicalising the event type as a JSON string reuses the one JCS string escaper
+  // and its UTF-8/NUL checks; the error is re-pointed at the envelope member so the
+  // caller learns which input was wrong.
+  std::string canonical_event_type;
+  try {
+    canonical_event_type = canonicalize(nlohmann::json(std::string(event_type)));
+  } catch (const JsonValueError& e) {
+    throw JsonValueError(e.code(), "/eventType", "event type is not fingerprintable");
+  }
+
+  // Members in JCS order (eventType < payload < schemaVersion), so the envelope is
+  // itself canonical without building and re-sorting a JSON object.
+  std::string envelope;
+  envelope.reserve(canonical_event_type.size() + canonical_payload.size() + 64);
+  envelope += R"({"eventType":)";
+  envelope += canonical_event_type;
+  envelope += R"(,"payload":)";
+  envelope += canonical_payload;
+  envelope += R"(,"schemaVersion":)";
+  envelope += std::to_string(schema_version);
+  envelope += '}';
+  return sha256_hex(envelope);
+}
+
+}  // namespace boxcar

@@ -1,0 +1,73 @@
+// LISTEN on a dedicated connection, in 100 ms slices so a stop request is seen promptly.
+#include "boxcar/core/detail/wakeup_listener.hpp"
+
+#include <thread>
+
+#include <pqxx/pqxx>
+#include <spdlog/spdlog.h>
+
+namespace boxcar::detail {
+
+namespace {
+struct Wakeups final : pqxx::notification_receiver {
+  using notification_receiver::notification_receiver;
+  void operator()(const std::string&, int) override {}
+};
+}  // namespace
+
+struct WakeupListener::Impl {
+  std::string connection_string;
+  std::string channel;
+  std::shared_ptr<spdlog::logger> log;
+  std::unique_ptr<pqxx::connection> connection;
+  std::unique_ptr<Wakeups> receiver;
+
+  void drop() {
+    receiver.reset();
+    connection.reset();
+  }
+};
+
+WakeupListener::WakeupListener(std::string connection_string, std::string channel, std::shared_ptr<spdlog::logger> log)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->connection_string = std::move(connection_string);
+  impl_->channel = std::move(channel);
+  impl_->log = std::move(log);
+}
+
+WakeupListener::~WakeupListener() = default;
+
+void WakeupListener::ensure_listening() {
+  if (impl_->connection) return;
+  try {
+    impl_->connection = std::make_unique<pqxx::connection>(impl_->connection_string);
+    impl_->receiver = std::make_unique<Wakeups>(*impl_->connection, impl_->channel);
+  } catch (const std::exception& e) {
+    impl_->drop();
+    impl_->log->warn("cannot LISTEN on {} for wake-ups, polling instead: {}", impl_->channel, e.what());
+  }
+}
+
+void WakeupListener::wait_until(std::chrono::steady_clock::time_point until, const std::function<bool()>& stop) {
+  using Clock = std::chrono::steady_clock;
+  while (Clock::now() < until && !stop()) {
+    const auto slice = std::min<long long>(
+        100, std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count() + 1);
+    if (!impl_->connection) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(slice));
+      continue;
+    }
+    try {
+      if (impl_->connection->await_notification(0, slice * 1000) > 0) {
+        impl_->connection->get_notifs();  // take any others that arrived together
+        return;
+      }
+    } catch (const std::exception& e) {
+      impl_->log->warn("wake-up connection on {} lost, reconnecting: {}", impl_->channel, e.what());
+      impl_->drop();
+      return;
+    }
+  }
+}
+
+}  // namespace boxcar::detail

@@ -1,0 +1,37 @@
+// The ops library's named statements (backlog collector and operator commands), for the test
+// that prepares every component's SQL.
+#include "boxcar/ops/detail/named_statements.hpp"
+
+#include "backlog_queries.hpp"
+#include "operator_queries.hpp"
+
+namespace boxcar::detail {
+
+std::vector<NamedStatement> ops_statements() {
+  return {{"backlog.inbox_claimable", backlog_sql::kInboxClaimable},
+          {"backlog.inbox_processing", backlog_sql::kInboxProcessing},
+          {"backlog.inbox_dead", backlog_sql::kInboxDead},
+          {"backlog.outbox_due", backlog_sql::kOutboxDue},
+          {"backlog.outbox_publishing", backlog_sql::kOutboxPublishing},
+          {"backlog.outbox_dead", backlog_sql::kOutboxDead},
+          {"backlog.table_health", backlog_sql::kTableHealth},
+          {"operator.inbox_status", operator_sql::kInboxStatus},
+          {"operator.outbox_status", operator_sql::kOutboxStatus},
+          {"operator.inbox_dead_list", operator_sql::kInboxDeadList},
+          {"operator.outbox_dead_list", operator_sql::kOutboxDeadList},
+          {"operator.inbox_dead_show", operator_sql::kInboxDeadShow},
+          {"operator.outbox_dead_show", operator_sql::kOutboxDeadShow},
+          {"operator.inbox_dead_groups", operator_sql::kInboxDeadGroups},
+          {"operator.outbox_dead_groups", operator_sql::kOutboxDeadGroups},
+          {"operator.inbox_retry", operator_sql::kInboxRetry},
+          {"operator.outbox_retry", operator_sql::kOutboxRetry},
+          {"operator.inbox_discard", operator_sql::kInboxDiscard},
+          {"operator.outbox_discard", operator_sql::kOutboxDiscard},
+          {"operator.notify", operator_sql::kNotify},
+          {"retention.purge_inbox", operator_sql::kPurgeInbox},
+          {"retention.purge_outbox", operator_sql::kPurgeOutbox},
+          {"retention.purge_inbox_count", operator_sql::kPurgeInboxCount},
+          {"retention.purge_outbox_count", operator_sql::kPurgeOutboxCount}};
+}
+
+}  // namespace boxcar::detail

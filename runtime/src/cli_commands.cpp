@@ -1,0 +1,222 @@
+// status / dead / purge on the command line: options and output; the work is done by
+// operator.hpp. docs/operator.md describes every option.
+#include "cli_commands.hpp"
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <ostream>
+
+#include "boxcar/ops/operator.hpp"
+#include "boxcar/core/connection_pool.hpp"
+
+namespace boxcar::detail {
+namespace {
+
+std::shared_ptr<ConnectionPool> operator_pool(const RuntimeConfig& config) {
+  PoolOptions options = config.pool;
+  options.size = 2;
+  return ConnectionPool::create(std::move(options));
+}
+
+// 90s, 15m, 2h, 7d (a bare number is seconds); nullopt when malformed.
+std::optional<std::chrono::seconds> parse_duration(const std::string& value) {
+  if (value.empty()) return std::nullopt;
+  const char unit = value.back();
+  const bool has_unit = unit == 's' || unit == 'm' || unit == 'h' || unit == 'd';
+  const std::string digits = has_unit ? value.substr(0, value.size() - 1) : value;
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 12)
+    return std::nullopt;
+  const long long factor = unit == 'm' ? 60 : unit == 'h' ? 3600 : unit == 'd' ? 86400 : 1;
+  return std::chrono::seconds(std::stoll(digits) * factor);
+}
+
+const CLI::Validator kDuration(
+    [](std::string& value) {
+      return parse_duration(value) ? std::string() : "expects a duration like 90s, 15m, 2h or 7d, got '" + value + "'";
+    },
+    "");
+
+// Ids, counts and days: digits only, so "-1" or "x" is a usage error naming the option.
+const CLI::Validator kWholeNumber(
+    [](std::string& value) {
+      const bool ok =
+          !value.empty() && value.size() <= 15 && value.find_first_not_of("0123456789") == std::string::npos;
+      return ok ? std::string() : "expects a whole number, got '" + value + "'";
+    },
+    "");
+
+std::string default_actor() {
+  const char* user = std::getenv("USER");
+  return std::string("cli:") + (user && *user ? user : "unknown");
+}
+
+struct DeadOptions {
+  std::vector<std::int64_t> ids;
+  std::string consumer, event_type, error, older_than, failure_group;
+  std::size_t limit = DeadFilter{}.limit;
+  bool all = false;
+  std::string kind = "inbox";
+  std::string actor = default_actor();  // an explicit empty --actor is refused (DEAD_ACTOR_REQUIRED)
+  bool group = false;
+  bool dry_run = false;
+  bool json = false;
+  std::int64_t id = 0;  // dead show ID
+
+  DeadFilter filter() const {
+    return {.ids = ids,
+            .consumer = consumer,
+            .event_type = event_type,
+            .error_contains = error,
+            .older_than = older_than.empty() ? std::nullopt : parse_duration(older_than),
+            .group = failure_group,
+            .limit = limit,
+            .all = all};
+  }
+  RecordKind record_kind() const { return parse_record_kind(kind); }
+};
+
+void add_kind_and_json(CLI::App& command, DeadOptions& o) {
+  command.add_option("--kind", o.kind, "inbox (default) or outbox")
+      ->type_name("KIND")
+      ->check(CLI::IsMember({"inbox", "outbox"}));
+  command.add_flag("--json", o.json, "machine-readable output");
+}
+
+// The filter of list, retry and discard (docs/operator.md, "Filters").
+void add_filter(CLI::App& command, DeadOptions& o) {
+  command.add_option("--id", o.ids, "this row id; repeatable")
+      ->type_name("N")
+      ->allow_extra_args(false)
+      ->check(kWholeNumber);
+  command.add_option("--consumer", o.consumer, "inbox consumer")->type_name("NAME");
+  command.add_option("--event-type", o.event_type, "exact event type")->type_name("TYPE");
+  command.add_option("--error", o.error, "case-insensitive substring of the last error")->type_name("TEXT");
+  command.add_option("--older-than", o.older_than, "died longer ago than this (90s, 15m, 2h, 7d)")
+      ->type_name("AGE")
+      ->check(kDuration);
+  command.add_option("--failure-group", o.failure_group, "a group key from 'dead list --group'")->type_name("KEY");
+  command.add_option("--limit", o.limit, "at most N records (default 100)")->type_name("N")->check(kWholeNumber);
+}
+
+// Each command's options live in a shared struct that its runner reads once CLI11 has
+// filled it in.
+
+void add_status(CommandTree& tree, std::ostream& out) {
+  auto json = std::make_shared<bool>(false);
+  const auto run = [json, &out](const RuntimeConfig& config) {
+    const auto report = status(*operator_pool(config), config.schema, config.consumers);
+    out << (*json ? to_json(report).dump(2) + "\n" : to_table(report));
+    return 0;
+  };
+  CLI::App& command = tree.add(tree.root(), "status", "backlog per consumer and status, outbox state", run);
+  command.add_flag("--json", *json, "machine-readable output");
+}
+
+void add_dead_list(CommandTree& tree, CLI::App& dead, std::ostream& out) {
+  auto o = std::make_shared<DeadOptions>();
+  const auto run = [o, &out](const RuntimeConfig& config) {
+    auto pool = operator_pool(config);
+    if (o->group) {
+      const auto groups = dead_groups(*pool, config.schema, o->record_kind(), o->filter());
+      out << (o->json ? to_json(groups).dump(2) + "\n" : to_table(groups));
+    } else {
+      const auto records = dead_list(*pool, config.schema, o->record_kind(), o->filter());
+      out << (o->json ? to_json(records).dump(2) + "\n" : to_table(records));
+    }
+    return 0;
+  };
+  CLI::App& command = tree.add(dead, "list", "the DEAD records that match, oldest death first", run);
+  add_filter(command, *o);
+  command.add_flag("--group", o->group, "group them by failure fingerprint");
+  add_kind_and_json(command, *o);
+}
+
+void add_dead_show(CommandTree& tree, CLI::App& dead, std::ostream& out) {
+  auto o = std::make_shared<DeadOptions>();
+  const auto run = [o, &out](const RuntimeConfig& config) {
+    const auto record = dead_show(*operator_pool(config), config.schema, o->record_kind(), o->id);
+    out << (o->json ? to_json(record).dump(2) + "\n" : to_table(record));
+    return 0;
+  };
+  CLI::App& command = tree.add(dead, "show", "one DEAD record with its payload and metadata", run);
+  command.add_option("ID", o->id, "the row id")->required()->check(kWholeNumber);
+  add_kind_and_json(command, *o);
+}
+
+// `dead retry` and `dead discard`: the same selection, a different action.
+void add_dead_action(CommandTree& tree, CLI::App& dead, const std::string& action, const std::string& description,
+                     std::ostream& out) {
+  auto o = std::make_shared<DeadOptions>();
+  const auto run = [o, action, &out](const RuntimeConfig& config) {
+    auto pool = operator_pool(config);
+    const RecordKind kind = o->record_kind();
+    const auto result = action == "retry" ? dead_retry(*pool, config.schema, kind, o->filter(), o->actor, o->dry_run)
+                                          : dead_discard(*pool, config.schema, kind, o->filter(), o->actor, o->dry_run);
+    if (o->json) {
+      out << to_json(result).dump(2) << "\n";
+    } else {
+      out << (o->dry_run ? "would " : "") << action << " " << result.ids.size() << " DEAD " << to_string(kind)
+          << " record(s)" << (result.limit_reached ? " (limit reached: run again for more)" : "") << "\n";
+      for (const auto id : result.ids) out << "  " << id << "\n";
+    }
+    return 0;
+  };
+  CLI::App& command = tree.add(dead, action, description, run);
+  add_filter(command, *o);
+  command.add_flag("--all", o->all, "allow running without any other filter");
+  command.add_option("--actor", o->actor, "who does it, recorded on each row (default cli:$USER)")->type_name("NAME");
+  command.add_flag("--dry-run", o->dry_run, "report the ids that would change; change nothing");
+  add_kind_and_json(command, *o);
+}
+
+void add_dead(CommandTree& tree, std::ostream& out) {
+  CLI::App& dead = tree.add(tree.root(), "dead", "operator recovery of DEAD records (docs/operator.md)");
+  add_dead_list(tree, dead, out);
+  add_dead_show(tree, dead, out);
+  add_dead_action(tree, dead, "retry", "replay the matching DEAD records", out);
+  add_dead_action(tree, dead, "discard", "mark the matching DEAD records as dealt with", out);
+}
+
+void add_purge(CommandTree& tree, std::ostream& out) {
+  struct PurgeFlags {
+    long long inbox_days = PurgeOptions{}.inbox_retention.count() / 24;
+    long long outbox_days = PurgeOptions{}.outbox_retention.count() / 24;
+    std::size_t batch_size = PurgeOptions{}.batch_size;
+    bool dry_run = false;
+    bool json = false;
+  };
+  auto o = std::make_shared<PurgeFlags>();
+  const auto run = [o, &out](const RuntimeConfig& config) {
+    const PurgeOptions options{.inbox_retention = std::chrono::hours(24 * o->inbox_days),
+                               .outbox_retention = std::chrono::hours(24 * o->outbox_days),
+                               .batch_size = o->batch_size,
+                               .dry_run = o->dry_run};
+    const auto report = purge(*operator_pool(config), config.schema, options);
+    out << (o->json ? to_json(report).dump(2) + "\n" : to_table(report));
+    return 0;
+  };
+  CLI::App& command = tree.add(tree.root(), "purge", "delete finished rows past retention, in bounded batches", run);
+  command.add_option("--inbox-days", o->inbox_days, "delete COMPLETED receipts older than this (default 30)")
+      ->type_name("N")
+      ->check(kWholeNumber);
+  command.add_option("--outbox-days", o->outbox_days, "delete PUBLISHED events older than this (default 7)")
+      ->type_name("N")
+      ->check(kWholeNumber);
+  command.add_option("--batch-size", o->batch_size, "rows per DELETE (default 1000)")
+      ->type_name("N")
+      ->check(kWholeNumber);
+  command.add_flag("--dry-run", o->dry_run, "count what is past retention; delete nothing");
+  command.add_flag("--json", o->json, "machine-readable output");
+}
+
+}  // namespace
+
+void add_operator_commands(CommandTree& tree, std::ostream& out) {
+  add_status(tree, out);
+  add_dead(tree, out);
+  add_purge(tree, out);
+}
+
+}  // namespace boxcar::detail

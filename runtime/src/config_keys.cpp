@@ -1,0 +1,333 @@
+// The configuration key table: every settable field of RuntimeConfig, written once.
+// Loading (config.cpp), `config check`, validation errors and the reference table in
+// docs/runtime.md all come from here. To add a key: add the field to the component's
+// options struct, add one row below, and regenerate the docs table with
+// scripts/config-reference (tests/host/config_keys_test.cpp fails until you do).
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+#include "boxcar/runtime/config.hpp"
+#include "boxcar/core/error.hpp"
+#include "boxcar/core/sql_identifier.hpp"
+
+namespace boxcar {
+namespace {
+
+using Shown = std::vector<std::pair<std::string, std::string>>;
+
+std::string env_name(const std::string& key) {
+  std::string name = "BOXCAR_";
+  for (char c : key) name += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+// Comma-separated items, trimmed; an empty item between commas is a mistake, not nothing.
+std::vector<std::string> split_list(const std::string& key, const std::string& value) {
+  std::vector<std::string> items;
+  std::stringstream in(value);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const auto first = item.find_first_not_of(' ');
+    const auto last = item.find_last_not_of(' ');
+    if (first == std::string::npos) throw ConfigError(key, "expects a comma-separated list without empty items, got '" + value + "'");
+    items.push_back(item.substr(first, last - first + 1));
+  }
+  return items;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ",") + item;
+  return out;
+}
+
+long long parse_number(const std::string& key, const std::string& value, long long min) {
+  try {
+    std::size_t used = 0;
+    const long long n = std::stoll(value, &used);
+    if (used == value.size() && n >= min) return n;
+  } catch (const std::exception&) {
+  }
+  throw ConfigError(key, "expects a whole number of at least " + std::to_string(min) + ", got '" + value + "'");
+}
+
+// The builders below take the field as a generic lambda, `[](auto& c) -> auto& { ... }`,
+// so one accessor serves both setting (RuntimeConfig&) and showing (const RuntimeConfig&).
+
+template <class Field>
+ConfigKey number(std::string name, Field field, std::string doc, long long min = 1) {
+  ConfigKey key{.name = name, .type = "count ≥ " + std::to_string(min), .doc = std::move(doc), .env = env_name(name)};
+  key.set = [field, min](RuntimeConfig& c, const std::string& k, const std::string& v) {
+    auto& target = field(c);
+    target = static_cast<std::remove_reference_t<decltype(target)>>(parse_number(k, v, min));
+  };
+  key.show = [field, name](const RuntimeConfig& c) { return Shown{{name, std::to_string(field(c))}}; };
+  return key;
+}
+
+template <class Field>
+ConfigKey millis(std::string name, Field field, std::string doc, long long min = 1) {
+  ConfigKey key{.name = name, .type = "milliseconds ≥ " + std::to_string(min), .doc = std::move(doc), .env = env_name(name)};
+  key.set = [field, min](RuntimeConfig& c, const std::string& k, const std::string& v) {
+    field(c) = std::chrono::milliseconds(parse_number(k, v, min));
+  };
+  key.show = [field, name](const RuntimeConfig& c) { return Shown{{name, std::to_string(field(c).count())}}; };
+  return key;
+}
+
+template <class Field>
+ConfigKey boolean(std::string name, Field field, std::string doc) {
+  ConfigKey key{.name = name, .type = "true|false", .doc = std::move(doc), .env = env_name(name)};
+  key.set = [field](RuntimeConfig& c, const std::string& k, const std::string& v) {
+    if (v == "true" || v == "1" || v == "yes")
+      field(c) = true;
+    else if (v == "false" || v == "0" || v == "no")
+      field(c) = false;
+    else
+      throw ConfigError(k, "expects true or false, got '" + v + "'");
+  };
+  key.show = [field, name](const RuntimeConfig& c) { return Shown{{name, field(c) ? "true" : "false"}}; };
+  return key;
+}
+
+using Check = std::function<void(const std::string& key, const std::string& value)>;
+
+template <class Field>
+ConfigKey text(std::string name, std::string type, Field field, std::string doc, Check check) {
+  ConfigKey key{.name = name, .type = std::move(type), .doc = std::move(doc), .env = env_name(name)};
+  key.set = [field, check](RuntimeConfig& c, const std::string& k, const std::string& v) {
+    check(k, v);
+    field(c) = v;
+  };
+  key.show = [field, name](const RuntimeConfig& c) { return Shown{{name, field(c)}}; };
+  return key;
+}
+
+template <class Field>
+ConfigKey choice(std::string name, Field field, std::string doc, std::vector<std::string> options) {
+  std::string type;
+  for (const auto& option : options) type += (type.empty() ? "" : "|") + option;
+  return text(name, type, field, std::move(doc), [options, type](const std::string& k, const std::string& v) {
+    if (std::find(options.begin(), options.end(), v) == options.end())
+      throw ConfigError(k, "expects one of " + type + ", got '" + v + "'");
+  });
+}
+
+template <class Field>
+ConfigKey list(std::string name, Field field, std::string doc) {
+  ConfigKey key{.name = name, .type = "list A,B", .doc = std::move(doc), .env = env_name(name)};
+  key.set = [field](RuntimeConfig& c, const std::string& k, const std::string& v) { field(c) = split_list(k, v); };
+  key.show = [field, name](const RuntimeConfig& c) { return Shown{{name, join(field(c))}}; };
+  return key;
+}
+
+ConfigKey batch_failure_mode() {
+  const std::string name = "worker.batch_failure_mode";
+  ConfigKey key{.name = name,
+                .type = "rerun|savepoint",
+                .doc = "what a failed batch does when batch_size > 1: rerun it one message per transaction, or "
+                       "roll back to a savepoint per message (docs/worker.md)",
+                .env = env_name(name)};
+  key.set = [](RuntimeConfig& c, const std::string& k, const std::string& v) {
+    if (v == "rerun")
+      c.worker.batch_failure_mode = BatchFailureMode::Rerun;
+    else if (v == "savepoint")
+      c.worker.batch_failure_mode = BatchFailureMode::Savepoint;
+    else
+      throw ConfigError(k, "expects one of rerun|savepoint, got '" + v + "'");
+  };
+  key.show = [name](const RuntimeConfig& c) {
+    return Shown{{name, c.worker.batch_failure_mode == BatchFailureMode::Rerun ? "rerun" : "savepoint"}};
+  };
+  return key;
+}
+
+bool is_secret_property(const std::string& key) {
+  std::string lower = key;
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return lower.find("password") != std::string::npos || lower.find("secret") != std::string::npos ||
+         (lower.find("key") != std::string::npos && lower.starts_with("kafka.ssl")) ||
+         lower.find("sasl.oauthbearer.config") != std::string::npos;
+}
+
+ConfigKey kafka_properties() {
+  ConfigKey key{.name = "kafka.<property>",
+                .type = "librdkafka property",
+                .doc = "any librdkafka property, passed through (`bootstrap.servers` is required by a publisher; "
+                       "`enable.idempotence` and `acks` are fixed); in the environment `_` stands for `.`; "
+                       "`config check` redacts passwords, secrets and SSL keys",
+                .env = "BOXCAR_KAFKA_<PROPERTY>",
+                .secret = true,
+                .family = "kafka."};
+  key.set = [](RuntimeConfig& c, const std::string& k, const std::string& v) { c.publisher.kafka[k.substr(6)] = v; };
+  key.show = [](const RuntimeConfig& c) {
+    Shown out;
+    for (const auto& [name, value] : c.publisher.kafka)
+      out.emplace_back("kafka." + name, is_secret_property("kafka." + name) ? "***" : value);
+    return out;
+  };
+  return key;
+}
+
+ConfigKey topics() {
+  const std::string name = "publisher.topics";
+  ConfigKey key{.name = name,
+                .type = "TYPE=TOPIC,...",
+                .doc = "topic overrides per event type; also one per key as `publisher.topics.<type>` (`--topic TYPE=TOPIC`)",
+                .env = env_name(name),
+                .family = "publisher.topics."};
+  key.set = [name](RuntimeConfig& c, const std::string& k, const std::string& v) {
+    auto& overrides = c.publisher.topic_overrides;
+    if (k != name) {  // publisher.topics.<type>
+      if (v.empty()) throw ConfigError(k, "expects a topic name");
+      overrides[k.substr(name.size() + 1)] = v;
+      return;
+    }
+    for (const auto& pair : split_list(k, v)) {
+      const auto eq = pair.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
+        throw ConfigError(k, "expects EVENT_TYPE=TOPIC[,...], got '" + pair + "'");
+      overrides[pair.substr(0, eq)] = pair.substr(eq + 1);
+    }
+  };
+  key.show = [name](const RuntimeConfig& c) {
+    Shown out;
+    for (const auto& [type, topic] : c.publisher.topic_overrides) out.emplace_back(name + "." + type, topic);
+    return out;
+  };
+  return key;
+}
+
+void check_listen(const std::string& key, const std::string& value) {
+  if (value.empty()) return;  // disables the HTTP server
+  const auto colon = value.rfind(':');
+  if (colon == std::string::npos || colon + 1 == value.size() ||
+      value.find_first_not_of("0123456789", colon + 1) != std::string::npos)
+    throw ConfigError(key, "expects HOST:PORT (port 0 picks a free one), got '" + value + "'");
+}
+
+void check_parameters(const std::string& key, const std::string& value) {
+  std::istringstream words(value);
+  std::string pair;
+  while (words >> pair)
+    if (pair.find('=') == std::string::npos || pair.front() == '=')
+      throw ConfigError(key, "expects space-separated libpq NAME=VALUE parameters, got '" + pair + "'");
+}
+
+void check_url(const std::string& key, const std::string& value) {
+  if (value.empty()) throw ConfigError(key, "must not be empty");
+}
+
+std::vector<ConfigKey> build_table() {
+  std::vector<ConfigKey> keys = {
+      text("database.url", "libpq URL", [](auto& c) -> auto& { return c.pool.url; },
+           "PostgreSQL URL or key=value string (also `--database-url`)", check_url),
+      text("schema", "identifier", [](auto& c) -> auto& { return c.schema; }, "schema holding Boxcar's tables",
+           [](const std::string& k, const std::string& v) { validate_schema_name(v, k); }),
+      number("pool.size", [](auto& c) -> auto& { return c.pool.size; }, "connections (≥ worker.concurrency + 1)"),
+      millis("pool.acquire_timeout_ms", [](auto& c) -> auto& { return c.pool.acquire_timeout; },
+             "how long a component waits for a free connection before DATABASE_POOL_TIMEOUT"),
+      text("pool.default_parameters", "libpq NAME=VALUE ...", [](auto& c) -> auto& { return c.pool.default_parameters; },
+           "libpq parameters added to database.url unless it sets them (timeouts, keepalives; docs/operations.md)",
+           check_parameters),
+      list("consumers", [](auto& c) -> auto& { return c.consumers; }, "declared consumers (what the inbox accepts)"),
+      boolean("worker.enabled", [](auto& c) -> auto& { return c.worker.enabled; }, "false: never claim"),
+      list("worker.consumers", [](auto& c) -> auto& { return c.worker.owned_consumers; },
+           "owned consumers; empty: every declared consumer. Each needs a handler or startup fails (list the "
+           "others to run without one)"),
+      number("worker.concurrency", [](auto& c) -> auto& { return c.worker.concurrency; }, "handler threads"),
+      number("worker.batch_size", [](auto& c) -> auto& { return c.worker.batch_size; }, "messages per transaction"),
+      batch_failure_mode(),
+      number("worker.claim_limit", [](auto& c) -> auto& { return c.worker.claim_limit; },
+             "most receipts one claim statement takes"),
+      millis("worker.lease_ms", [](auto& c) -> auto& { return c.worker.lease; },
+             "claim lease; must exceed worker.handler_timeout_ms by at least 1 s"),
+      millis("worker.handler_timeout_ms", [](auto& c) -> auto& { return c.worker.handler_timeout; },
+             "handler deadline (one batch when batch_size > 1)"),
+      number("worker.max_attempts", [](auto& c) -> auto& { return c.worker.max_attempts; }, "attempts before DEAD"),
+      millis("worker.backoff_base_ms", [](auto& c) -> auto& { return c.worker.backoff.base; },
+             "retry delay ceiling of the first retry, doubling per attempt (full jitter)", 0),
+      millis("worker.backoff_cap_ms", [](auto& c) -> auto& { return c.worker.backoff.cap; },
+             "largest retry delay ceiling (≥ worker.backoff_base_ms)", 0),
+      millis("worker.poll_interval_ms", [](auto& c) -> auto& { return c.worker.poll_interval; },
+             "polling fallback and lease-recovery cadence"),
+      number("worker.max_error_bytes", [](auto& c) -> auto& { return c.worker.max_error_bytes; },
+             "longest error text stored on a receipt; longer ones are cut visibly"),
+      millis("shutdown.grace_ms", [](auto& c) -> auto& { return c.worker.shutdown_grace; },
+             "in-flight handlers' grace on stop; then their queries are cancelled and, 2 s later, threads still "
+             "running are abandoned"),
+      number("publisher.batch_size", [](auto& c) -> auto& { return c.publisher.batch_size; }, "events per batch"),
+      number("publisher.max_in_flight_batches", [](auto& c) -> auto& { return c.publisher.max_in_flight_batches; },
+             "batches with the producer at once (pipelining; docs/benchmarks.md)"),
+      number("publisher.max_attempts", [](auto& c) -> auto& { return c.publisher.max_attempts; },
+             "failed deliveries before DEAD; 0: retry forever", 0),
+      millis("publisher.delivery_timeout_ms", [](auto& c) -> auto& { return c.publisher.delivery_timeout; },
+             "librdkafka message.timeout.ms (≥ 1000)"),
+      millis("publisher.lease_ms", [](auto& c) -> auto& { return c.publisher.lease; },
+             "batch claim lease; must exceed publisher.delivery_timeout_ms by at least 5 s"),
+      millis("publisher.backoff_base_ms", [](auto& c) -> auto& { return c.publisher.backoff.base; },
+             "retry delay ceiling of the first failed delivery, doubling per attempt (full jitter)", 0),
+      millis("publisher.backoff_cap_ms", [](auto& c) -> auto& { return c.publisher.backoff.cap; },
+             "largest retry delay ceiling (≥ publisher.backoff_base_ms)", 0),
+      millis("publisher.poll_interval_ms", [](auto& c) -> auto& { return c.publisher.poll_interval; },
+             "polling fallback and lease-recovery cadence"),
+      topics(),
+      kafka_properties(),
+      text("http.listen", "HOST:PORT", [](auto& c) -> auto& { return c.http.listen; },
+           "/metrics, /healthz, /readyz; port 0 picks one; empty disables", check_listen),
+      millis("metrics.backlog_interval_ms", [](auto& c) -> auto& { return c.backlog.interval; }, "backlog query cadence"),
+      choice("log.format", [](auto& c) -> auto& { return c.log_format; }, "`json`: one JSON object per line",
+             {"text", "json"}),
+      choice("log.level", [](auto& c) -> auto& { return c.log_level; }, "spdlog level",
+             {"trace", "debug", "info", "warn", "error", "critical", "off"}),
+  };
+  // database.url: required, and only its password is secret.
+  keys.front().required = true;
+  keys.front().secret = true;
+  keys.front().show = [](const RuntimeConfig& c) { return Shown{{"database.url", redact_url(c.pool.url)}}; };
+  return keys;
+}
+
+std::string escape_cell(const std::string& text) {
+  std::string out;
+  for (char ch : text) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
+  return out;
+}
+
+}  // namespace
+
+std::string ConfigKey::default_value() const {
+  if (required) return "(required)";
+  const auto shown = show(RuntimeConfig{});
+  return shown.size() == 1 ? shown.front().second : "";
+}
+
+const std::vector<ConfigKey>& config_keys() {
+  static const std::vector<ConfigKey> keys = build_table();
+  return keys;
+}
+
+const ConfigKey* find_config_key(const std::string& name) {
+  for (const auto& key : config_keys())
+    if (key.name == name) return &key;
+  for (const auto& key : config_keys())
+    if (!key.family.empty() && name.starts_with(key.family) && name.size() > key.family.size()) return &key;
+  return nullptr;
+}
+
+std::string reference_table() {
+  std::string out =
+      "| key | type | environment | default | meaning |\n"
+      "| --- | --- | --- | --- | --- |\n";
+  const auto code = [](const std::string& text) { return text.empty() ? std::string() : "`" + text + "`"; };
+  for (const auto& key : config_keys()) {
+    std::string doc = key.doc;
+    if (key.secret && key.family.empty()) doc += " (its password is redacted in `config check`)";
+    out += "| " + code(key.name) + " | " + escape_cell(key.type) + " | " + code(key.env) + " | " +
+           (key.required ? key.default_value() : code(escape_cell(key.default_value()))) + " | " + escape_cell(doc) + " |\n";
+  }
+  return out;
+}
+
+}  // namespace boxcar

@@ -1,0 +1,159 @@
+// The Runtime: builds the shared pool, metrics and components from RuntimeConfig and
+// starts/stops the requested role.
+#include "boxcar/runtime/runtime.hpp"
+
+#include <mutex>
+#include <optional>
+
+#include <pqxx/pqxx>
+#include <spdlog/spdlog.h>
+
+#include "boxcar/ops/backlog_collector.hpp"
+#include "boxcar/runtime/http_server.hpp"
+#include "boxcar/inbox/worker.hpp"
+#include "boxcar/publisher/publisher.hpp"
+#include "boxcar/core/logging.hpp"
+#include "boxcar/core/migrate.hpp"
+
+namespace boxcar {
+
+struct Runtime::Impl {
+  RuntimeConfig config;
+  std::shared_ptr<ConnectionPool> pool;
+  std::shared_ptr<Metrics> metrics = std::make_shared<Metrics>();
+  std::mutex mutex;
+  std::unique_ptr<Inbox> inbox;
+  std::unique_ptr<OutboxEmitter> outbox;
+  std::unique_ptr<Worker> worker;
+  std::unique_ptr<Publisher> publisher;
+  std::unique_ptr<BacklogCollector> collector;
+  std::unique_ptr<HttpServer> http;
+  bool started = false;
+};
+
+Runtime::Runtime(RuntimeConfig config) : impl_(std::make_unique<Impl>()) {
+  impl_->config = std::move(config);
+  impl_->pool = ConnectionPool::create(impl_->config.pool);
+}
+
+Runtime::~Runtime() { stop(); }
+
+const RuntimeConfig& Runtime::config() const noexcept { return impl_->config; }
+std::shared_ptr<ConnectionPool> Runtime::pool() const { return impl_->pool; }
+std::shared_ptr<Metrics> Runtime::metrics() const { return impl_->metrics; }
+
+Inbox& Runtime::inbox() {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->inbox) {
+    if (impl_->config.consumers.empty())
+      throw ConfigError("consumers", "declare the consumers this module accepts (BOXCAR_CONSUMERS)");
+    impl_->inbox = std::make_unique<Inbox>(
+        impl_->pool, InboxOptions{.schema = impl_->config.schema, .consumers = impl_->config.consumers,
+                                  .metrics = impl_->metrics});
+  }
+  return *impl_->inbox;
+}
+
+OutboxEmitter& Runtime::outbox() {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->outbox)
+    impl_->outbox = std::make_unique<OutboxEmitter>(
+        impl_->pool, OutboxOptions{.schema = impl_->config.schema, .metrics = impl_->metrics});
+  return *impl_->outbox;
+}
+
+ReadinessReport Runtime::readiness() const {
+  ReadinessReport report{.ready = true, .checks = {}, .detail = {}};
+  const auto check = [&](const char* name, bool ok, const std::string& why) {
+    report.checks.emplace_back(name, ok);
+    if (ok) return;
+    report.ready = false;
+    report.detail += (report.detail.empty() ? "" : "; ") + why;
+  };
+  // One fresh connection answers both database checks: a probe must not queue behind the
+  // pool's loans, and a pooled connection that still works says nothing about new ones.
+  std::optional<int> applied;
+  std::string unreachable;
+  try {
+    applied = applied_migration_version(impl_->pool->connection_string(), {.schema = impl_->config.schema});
+  } catch (const std::exception& e) {
+    unreachable = e.what();
+  }
+  check("database", applied.has_value(), "database unreachable: " + unreachable);
+  // Unknown while the database is down: not confirmed, so not passing.
+  check("migrations", applied == latest_migration_version(),
+        applied ? "migrations at version " + std::to_string(*applied) + ", this build expects " +
+                      std::to_string(latest_migration_version())
+                : "migrations not checked (database unreachable)");
+  if (impl_->publisher)
+    check("kafka", impl_->publisher->kafka_connected(), "Kafka producer reaches no broker");
+  return report;
+}
+
+bool Runtime::ready(std::string* detail) const {
+  ReadinessReport report = readiness();
+  if (detail) *detail = std::move(report.detail);
+  return report.ready;
+}
+
+void Runtime::start(Role role, std::vector<HandlerRegistration> handlers) {
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->started) return;
+  const RuntimeConfig& c = impl_->config;
+  const bool run_worker = role == Role::Worker || role == Role::All;
+  const bool run_publisher = role == Role::Publisher || role == Role::All;
+  if ((run_worker || role == Role::Ingress) && c.consumers.empty())
+    throw ConfigError("consumers", "a worker or ingress declares the consumers it handles (BOXCAR_CONSUMERS)");
+
+  if (run_worker) {
+    // The runtime-wide facts (schema, declared consumers, metrics) complete the options.
+    WorkerOptions options = c.worker;
+    options.schema = c.schema;
+    options.consumers = c.consumers;
+    options.metrics = impl_->metrics;
+    impl_->worker = std::make_unique<Worker>(impl_->pool, std::move(options), std::move(handlers));
+  }
+  if (run_publisher) {
+    if (!c.publisher.kafka.contains("bootstrap.servers"))
+      throw ConfigError("kafka.bootstrap.servers", "a publisher needs it (BOXCAR_KAFKA_BOOTSTRAP_SERVERS)");
+    PublisherOptions options = c.publisher;
+    options.schema = c.schema;
+    options.metrics = impl_->metrics;
+    impl_->publisher = std::make_unique<Publisher>(impl_->pool, std::move(options));
+  }
+  BacklogOptions backlog = c.backlog;
+  backlog.schema = c.schema;
+  backlog.declared_consumers = c.consumers;
+  impl_->collector = std::make_unique<BacklogCollector>(impl_->pool, impl_->metrics, std::move(backlog));
+  if (!c.http.listen.empty())
+    impl_->http = std::make_unique<HttpServer>(c.http, impl_->metrics, [this] { return readiness(); });
+  impl_->collector->start();
+  if (impl_->worker) impl_->worker->start();
+  if (impl_->publisher) impl_->publisher->start();
+  impl_->started = true;
+  logger("runtime")->info("runtime started: role {}, schema {}, http {}",
+                          role == Role::All ? "all" : role == Role::Worker ? "worker"
+                                              : role == Role::Publisher  ? "publisher"
+                                                                         : "ingress",
+                          c.schema, impl_->http ? std::to_string(impl_->http->port()) : std::string("off"));
+}
+
+void Runtime::stop() {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->started) return;
+  if (impl_->worker) impl_->worker->stop();
+  if (impl_->publisher) impl_->publisher->stop();
+  if (impl_->collector) impl_->collector->stop();
+  impl_->http.reset();
+  impl_->started = false;
+  logger("runtime")->info("runtime stopped");
+}
+
+std::uint64_t Runtime::abandoned_handlers() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->worker ? impl_->worker->abandoned_handlers() : 0;
+}
+
+int Runtime::http_port() const { return impl_->http ? impl_->http->port() : 0; }
+
+}  // namespace boxcar
