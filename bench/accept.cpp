@@ -54,8 +54,7 @@ struct Message {
   std::string consumer = "orders.projection.v1";
   std::string event_type = "order.created";
   int schema_version = 1;
-  nlohmann::json payload =
-      nlohmann::json::parse(R"({"orderId":"o-123","total":12.5,"items":[{"sku":"a","qty":1}]})");
+  nlohmann::json payload = nlohmann::json::parse(R"({"orderId":"o-123","total":12.5,"items":[{"sku":"a","qty":1}]})");
   std::string traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
   // What the baseline passes ready-made, computed once: exactly the bytes Boxcar stores.
   std::string payload_text = boxcar::canonicalize(payload);
@@ -83,8 +82,7 @@ class MessageIds {
 
   std::string next() {
     char buffer[48];
-    std::snprintf(buffer, sizeof buffer, "%08x-%04x-4%03x-8000-%012llx", run_,
-                  measurement_ & 0xffffU, thread_ & 0xfffU,
+    std::snprintf(buffer, sizeof buffer, "%08x-%04x-4%03x-8000-%012llx", run_, measurement_ & 0xffffU, thread_ & 0xfffU,
                   static_cast<unsigned long long>(counter_++));
     return buffer;
   }
@@ -95,9 +93,7 @@ class MessageIds {
   std::uint64_t counter_ = 0;
 };
 
-std::string qualified_table(const char* schema) {
-  return std::string(schema) + ".inbox_receipts";
-}
+std::string qualified_table(const char* schema) { return std::string(schema) + ".inbox_receipts"; }
 
 // The same statement shape as Boxcar's single insert, with `rows` rows of parameters.
 std::string raw_insert_sql(int rows) {
@@ -115,8 +111,9 @@ std::string raw_insert_sql(int rows) {
     }
     sql += ')';
   }
-  sql += " ON CONFLICT (consumer, source, scope_kind, scope_id, message_id) DO NOTHING"
-         " RETURNING id, status";
+  sql +=
+      " ON CONFLICT (consumer, source, scope_kind, scope_id, message_id) DO NOTHING"
+      " RETURNING id, status";
   return sql;
 }
 
@@ -129,8 +126,8 @@ class Bench {
     drop_schemas();
     boxcar::migrate(options_.database_url, {.schema = kBoxcarSchema});
     admin_.exec(std::string("CREATE SCHEMA ") + kRawSchema);
-    admin_.exec("CREATE TABLE " + qualified_table(kRawSchema) + " (LIKE " +
-                qualified_table(kBoxcarSchema) + " INCLUDING ALL)");
+    admin_.exec("CREATE TABLE " + qualified_table(kRawSchema) + " (LIKE " + qualified_table(kBoxcarSchema) +
+                " INCLUDING ALL)");
     // Autovacuum would wake at random moments inside one side's measurement; the tables
     // are truncated before every measurement instead.
     for (const char* schema : {kBoxcarSchema, kRawSchema})
@@ -152,8 +149,8 @@ class Bench {
       raw.push_back(std::make_unique<pqxx::connection>(options_.database_url));
       raw.back()->prepare("raw_insert", raw_insert_sql(1));
     }
-    auto pool = boxcar::ConnectionPool::create(
-        {.url = options_.database_url, .size = static_cast<std::size_t>(threads)});
+    auto pool =
+        boxcar::ConnectionPool::create({.url = options_.database_url, .size = static_cast<std::size_t>(threads)});
     boxcar::Inbox inbox(pool, {.schema = kBoxcarSchema, .consumers = {message_.consumer}});
 
     const auto baseline = [&](double seconds) {
@@ -164,11 +161,9 @@ class Bench {
           const std::string id = ids.next();
           pqxx::nontransaction tx(c);
           const pqxx::result r =
-              tx.exec_prepared("raw_insert", "tenant", msg.scope_id, msg.source, msg.consumer, id,
-                               msg.event_type, msg.schema_version, msg.payload_text,
-                               msg.metadata_text, msg.fingerprint);
-          if (r.size() != 1 || r[0][0].as<std::int64_t>() <= 0 ||
-              std::string_view(r[0][1].c_str()) != "PENDING")
+              tx.exec_prepared("raw_insert", "tenant", msg.scope_id, msg.source, msg.consumer, id, msg.event_type,
+                               msg.schema_version, msg.payload_text, msg.metadata_text, msg.fingerprint);
+          if (r.size() != 1 || r[0][0].as<std::int64_t>() <= 0 || std::string_view(r[0][1].c_str()) != "PENDING")
             throw std::runtime_error("baseline insert did not insert " + id);
           return 1;
         };
@@ -177,8 +172,7 @@ class Bench {
     const auto boxcar_side = [&](double seconds) {
       const std::uint32_t m = measurement_++;
       return boxcar::bench::run_timed(threads, seconds, [&, m](int t) -> Step {
-        return [&inbox, request = message_.request(),
-                ids = MessageIds(run_, m, t)]() mutable -> std::uint64_t {
+        return [&inbox, request = message_.request(), ids = MessageIds(run_, m, t)]() mutable -> std::uint64_t {
           request.message_id = ids.next();
           const boxcar::Receipt receipt = inbox.accept(request);
           if (receipt.kind != boxcar::Receipt::Kind::Accepted || receipt.id <= 0)
@@ -189,14 +183,15 @@ class Bench {
     };
 
     const std::string name = "accept_t" + std::to_string(threads);
-    warm_up(name, [&] { return baseline(kWarmupSeconds); }, [&] { return boxcar_side(kWarmupSeconds); });
+    warm_up(
+        name, [&] { return baseline(kWarmupSeconds); }, [&] { return boxcar_side(kWarmupSeconds); });
     if (pool->open_connections() != static_cast<std::size_t>(threads))
       std::cout << "  note: the pool opened " << pool->open_connections() << " of " << threads
                 << " connections during warm-up" << std::endl;
     return boxcar::bench::compare(
-        name, std::to_string(threads) + (threads == 1 ? " thread, msg/s" : " threads, msg/s"),
-        options_.rounds, [&] { reset(); }, [&] { return baseline(options_.seconds); },
-        [&] { return boxcar_side(options_.seconds); }, std::cout);
+        name, std::to_string(threads) + (threads == 1 ? " thread, msg/s" : " threads, msg/s"), options_.rounds,
+        [&] { reset(); }, [&] { return baseline(options_.seconds); }, [&] { return boxcar_side(options_.seconds); },
+        std::cout);
   }
 
   CaseResult accept_many_case() {
@@ -206,8 +201,8 @@ class Bench {
       raw.push_back(std::make_unique<pqxx::connection>(options_.database_url));
       raw.back()->prepare("raw_insert_batch", raw_insert_sql(kBatch));
     }
-    auto pool = boxcar::ConnectionPool::create(
-        {.url = options_.database_url, .size = static_cast<std::size_t>(threads)});
+    auto pool =
+        boxcar::ConnectionPool::create({.url = options_.database_url, .size = static_cast<std::size_t>(threads)});
     boxcar::Inbox inbox(pool, {.schema = kBoxcarSchema, .consumers = {message_.consumer}});
 
     // One row's parameters, repeated; the message id is column 5.
@@ -231,8 +226,7 @@ class Bench {
                 ids = MessageIds(run_, m, t)]() mutable -> std::uint64_t {
           for (int r = 0; r < kBatch; ++r) params[static_cast<std::size_t>(r * kColumns + 4)] = ids.next();
           pqxx::work tx(c);
-          const pqxx::result result =
-              tx.exec_prepared("raw_insert_batch", pqxx::prepare::make_dynamic_params(params));
+          const pqxx::result result = tx.exec_prepared("raw_insert_batch", pqxx::prepare::make_dynamic_params(params));
           if (result.size() != kBatch) throw std::runtime_error("baseline batch did not insert all rows");
           for (const auto& inserted : result)
             if (inserted[0].as<std::int64_t>() <= 0) throw std::runtime_error("bad id");
@@ -257,11 +251,11 @@ class Bench {
     };
 
     const std::string name = "accept_many_" + std::to_string(kBatch);
-    warm_up(name, [&] { return baseline(kWarmupSeconds); }, [&] { return boxcar_side(kWarmupSeconds); });
-    return boxcar::bench::compare(name, std::to_string(threads) + " threads, rows/s",
-                                  options_.rounds, [&] { reset(); },
-                                  [&] { return baseline(options_.seconds); },
-                                  [&] { return boxcar_side(options_.seconds); }, std::cout);
+    warm_up(
+        name, [&] { return baseline(kWarmupSeconds); }, [&] { return boxcar_side(kWarmupSeconds); });
+    return boxcar::bench::compare(
+        name, std::to_string(threads) + " threads, rows/s", options_.rounds, [&] { reset(); },
+        [&] { return baseline(options_.seconds); }, [&] { return boxcar_side(options_.seconds); }, std::cout);
   }
 
  private:
@@ -288,10 +282,10 @@ class Bench {
 
 void run(const Options& options) {
   std::cout << "bench_accept: Inbox::accept()/accept_many() vs plain libpqxx on the same database\n"
-            << "  " << options.rounds << " interleaved rounds (baseline, boxcar) of "
-            << options.seconds << " s per case, medians reported; "
-            << std::thread::hardware_concurrency() << " hardware threads; accept_many_" << kBatch
-            << " runs " << kBatchThreads << " threads on both sides" << std::endl;
+            << "  " << options.rounds << " interleaved rounds (baseline, boxcar) of " << options.seconds
+            << " s per case, medians reported; " << std::thread::hardware_concurrency()
+            << " hardware threads; accept_many_" << kBatch << " runs " << kBatchThreads << " threads on both sides"
+            << std::endl;
   Bench bench(options);
   bench.set_up();
   std::vector<CaseResult> results;
@@ -316,8 +310,8 @@ int main(int argc, char** argv) {
     options = boxcar::bench::parse_options(argc, argv);
   } catch (const boxcar::bench::UsageError& e) {
     const bool help = std::string_view(e.what()).empty();
-    (help ? std::cout : std::cerr) << (help ? "" : std::string(e.what()) + "\n")
-                                   << boxcar::bench::usage(argv[0]) << "\n";
+    (help ? std::cout : std::cerr) << (help ? "" : std::string(e.what()) + "\n") << boxcar::bench::usage(argv[0])
+                                   << "\n";
     return help ? 0 : 2;
   }
   try {

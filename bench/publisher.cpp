@@ -49,10 +49,12 @@ void load(const std::string& url, int count) {
   admin.exec(std::string("TRUNCATE ") + kSchema + ".outbox_events");
   admin.exec(std::string("INSERT INTO ") + kSchema +
              ".outbox_events (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, "
-             "causation_id, payload, available_at) SELECT gen_random_uuid(), 'order.projected', 1, '" + kTopic +
+             "causation_id, payload, available_at) SELECT gen_random_uuid(), 'order.projected', 1, '" +
+             kTopic +
              "', 'tenant-' || (g % 50), 'tenant', 'tenant-' || (g % 50), 'm-' || g, "
              "'{\"orderId\":\"o-' || g || '\",\"total\":12.5}', now() + interval '1 day' "
-             "FROM generate_series(1, " + std::to_string(count) + ") g");
+             "FROM generate_series(1, " +
+             std::to_string(count) + ") g");
 }
 
 // Makes the loaded rows due (untimed; the same for both sides that read the database).
@@ -65,15 +67,17 @@ void release(const std::string& url) {
 
 Measurement publish_boxcar(const std::string& url, const std::string& bootstrap, std::size_t batch, int count) {
   auto pool = boxcar::ConnectionPool::create({.url = url, .size = 4});
-  boxcar::Publisher publisher(pool, {.schema = kSchema, .kafka = {{"bootstrap.servers", bootstrap}},
-                                     .batch_size = batch, .delivery_timeout = 30s});
+  boxcar::Publisher publisher(
+      pool,
+      {.schema = kSchema, .kafka = {{"bootstrap.servers", bootstrap}}, .batch_size = batch, .delivery_timeout = 30s});
   // Steady state, as for the raw producer: the producer's start-up (connections,
   // idempotent producer id, topic metadata) is paid once per process, not per event.
   {
     boxcar::OutboxEmitter outbox(pool, {.schema = kSchema, .notify = false});
     boxcar::Tx tx = pool->begin();
-    outbox.emit(tx, boxcar::OutboxMessage{.event_type = "warm-up", .schema_version = 1, .topic = kTopic,
-                                          .payload = {{"warm", true}}},
+    outbox.emit(tx,
+                boxcar::OutboxMessage{
+                    .event_type = "warm-up", .schema_version = 1, .topic = kTopic, .payload = {{"warm", true}}},
                 {.scope = boxcar::Scope::global()});
     tx.commit();
     publisher.drain();
@@ -96,9 +100,11 @@ struct RawRecord {
 Measurement produce_raw(const std::string& bootstrap, const std::vector<RawRecord>& records) {
   char error[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  for (const auto& [k, v] : std::map<std::string, std::string>{
-           {"bootstrap.servers", bootstrap}, {"enable.idempotence", "true"}, {"acks", "all"},
-           {"message.timeout.ms", "30000"}, {"socket.nagle.disable", "true"}})
+  for (const auto& [k, v] : std::map<std::string, std::string>{{"bootstrap.servers", bootstrap},
+                                                               {"enable.idempotence", "true"},
+                                                               {"acks", "all"},
+                                                               {"message.timeout.ms", "30000"},
+                                                               {"socket.nagle.disable", "true"}})
     rd_kafka_conf_set(conf, k.c_str(), v.c_str(), error, sizeof error);
   static std::atomic<std::uint64_t> delivered;
   delivered = 0;
@@ -143,16 +149,21 @@ Measurement claim_and_mark_raw(const std::string& url, std::size_t batch, int co
   release(url);
   pqxx::connection c(url);
   const std::string s = kSchema;
-  c.prepare("claim", "WITH due AS (SELECT id FROM " + s + ".outbox_events WHERE status IN ('PENDING', 'RETRYABLE') "
-                     "AND available_at <= now() ORDER BY available_at, id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED) "
-                     "UPDATE " + s + ".outbox_events AS e SET status = 'PUBLISHING', claim_token = $2::uuid, "
-                     "lease_expires_at = now() + interval '90 seconds', attempts = e.attempts + 1, updated_at = now() "
-                     "FROM due WHERE e.id = due.id RETURNING e.id, e.event_id::text, e.event_type, e.schema_version, "
-                     "e.topic, e.message_key, e.tenant_scope, e.tenant_id, e.causation_id, e.correlation_id, "
-                     "e.traceparent, e.headers::text, e.payload, e.attempts");
-  c.prepare("mark", "UPDATE " + s + ".outbox_events SET status = 'PUBLISHED', published_at = now(), "
-                    "claim_token = NULL, lease_expires_at = NULL, last_error = NULL, updated_at = now() "
-                    "WHERE id = ANY($1::bigint[]) AND claim_token = $2::uuid AND status = 'PUBLISHING'");
+  c.prepare("claim",
+            "WITH due AS (SELECT id FROM " + s +
+                ".outbox_events WHERE status IN ('PENDING', 'RETRYABLE') "
+                "AND available_at <= now() ORDER BY available_at, id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED) "
+                "UPDATE " +
+                s +
+                ".outbox_events AS e SET status = 'PUBLISHING', claim_token = $2::uuid, "
+                "lease_expires_at = now() + interval '90 seconds', attempts = e.attempts + 1, updated_at = now() "
+                "FROM due WHERE e.id = due.id RETURNING e.id, e.event_id::text, e.event_type, e.schema_version, "
+                "e.topic, e.message_key, e.tenant_scope, e.tenant_id, e.causation_id, e.correlation_id, "
+                "e.traceparent, e.headers::text, e.payload, e.attempts");
+  c.prepare("mark", "UPDATE " + s +
+                        ".outbox_events SET status = 'PUBLISHED', published_at = now(), "
+                        "claim_token = NULL, lease_expires_at = NULL, last_error = NULL, updated_at = now() "
+                        "WHERE id = ANY($1::bigint[]) AND claim_token = $2::uuid AND status = 'PUBLISHING'");
   std::uint64_t done = 0;
   const auto start = Clock::now();
   while (true) {
@@ -181,8 +192,9 @@ std::vector<RawRecord> read_records(const std::string& url) {
   pqxx::connection c(url);
   pqxx::nontransaction n(c);
   std::vector<RawRecord> out;
-  for (const auto& row : n.exec(std::string("SELECT message_key, payload, event_id::text, tenant_id, causation_id FROM ") +
-                                kSchema + ".outbox_events ORDER BY id"))
+  for (const auto& row :
+       n.exec(std::string("SELECT message_key, payload, event_id::text, tenant_id, causation_id FROM ") + kSchema +
+              ".outbox_events ORDER BY id"))
     out.push_back({row[0].c_str(), row[1].c_str(), row[2].c_str(), row[3].c_str(), row[4].c_str()});
   return out;
 }
@@ -192,8 +204,10 @@ void measure_latency(const std::string& url, const std::string& bootstrap, int r
   std::mutex mutex;
   std::map<std::string, Clock::time_point> committed_at, published_at;
   auto pool = boxcar::ConnectionPool::create({.url = url, .size = 4});
-  boxcar::Publisher publisher(pool, {.schema = kSchema, .kafka = {{"bootstrap.servers", bootstrap}},
-                                     .batch_size = kDefaultBatch, .delivery_timeout = 30s,
+  boxcar::Publisher publisher(pool, {.schema = kSchema,
+                                     .kafka = {{"bootstrap.servers", bootstrap}},
+                                     .batch_size = kDefaultBatch,
+                                     .delivery_timeout = 30s,
                                      .on_delivered = [&](const std::vector<std::string>& ids) {
                                        const auto now = Clock::now();
                                        std::lock_guard lock(mutex);
@@ -205,8 +219,9 @@ void measure_latency(const std::string& url, const std::string& bootstrap, int r
     // Steady state: the idempotent producer's start-up (connections, producer id) is
     // paid once per process, not per event; let one event pay it before measuring.
     boxcar::Tx tx = pool->begin();
-    outbox.emit(tx, boxcar::OutboxMessage{.event_type = "warm-up", .schema_version = 1, .topic = kTopic,
-                                          .payload = {{"warm", true}}},
+    outbox.emit(tx,
+                boxcar::OutboxMessage{
+                    .event_type = "warm-up", .schema_version = 1, .topic = kTopic, .payload = {{"warm", true}}},
                 {.scope = boxcar::Scope::global()});
     tx.commit();
     const auto until = Clock::now() + 30s;
@@ -219,9 +234,9 @@ void measure_latency(const std::string& url, const std::string& bootstrap, int r
     std::this_thread::sleep_until(next);
     next += interval;
     boxcar::Tx tx = pool->begin();
-    const auto e = outbox.emit(tx, boxcar::OutboxMessage{.event_type = "tick", .schema_version = 1, .topic = kTopic,
-                                                         .payload = {{"i", i}}},
-                               {.scope = boxcar::Scope::tenant(std::to_string(i % 10))});
+    const auto e = outbox.emit(
+        tx, boxcar::OutboxMessage{.event_type = "tick", .schema_version = 1, .topic = kTopic, .payload = {{"i", i}}},
+        {.scope = boxcar::Scope::tenant(std::to_string(i % 10))});
     tx.commit();
     const auto now = Clock::now();
     std::lock_guard lock(mutex);
@@ -244,8 +259,8 @@ void measure_latency(const std::string& url, const std::string& bootstrap, int r
   }
   std::sort(ms.begin(), ms.end());
   const auto pct = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<std::size_t>(q * ms.size()))]; };
-  std::cout << "\nlatency emit commit -> delivery report and PUBLISHED mark, " << rate << " events/s offered, "
-            << total << " events (NOTIFY wake-ups):\n"
+  std::cout << "\nlatency emit commit -> delivery report and PUBLISHED mark, " << rate << " events/s offered, " << total
+            << " events (NOTIFY wake-ups):\n"
             << std::fixed << std::setprecision(2) << "  p50 " << pct(0.5) << " ms   p90 " << pct(0.9) << " ms   p99 "
             << pct(0.99) << " ms   max " << ms.back() << " ms\n"
             << "latency p99_ms " << pct(0.99) << " 50.00\n";
@@ -258,8 +273,10 @@ int main(int argc, char** argv) {
     int events = 100000;
     std::vector<char*> rest{argv[0]};
     for (int i = 1; i < argc; ++i) {
-      if (std::string(argv[i]) == "--events" && i + 1 < argc) events = std::stoi(argv[++i]);
-      else rest.push_back(argv[i]);
+      if (std::string(argv[i]) == "--events" && i + 1 < argc)
+        events = std::stoi(argv[++i]);
+      else
+        rest.push_back(argv[i]);
     }
     const auto options = boxcar::bench::parse_options(static_cast<int>(rest.size()), rest.data());
     const std::string& url = options.database_url;

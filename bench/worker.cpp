@@ -46,9 +46,7 @@ constexpr std::size_t kClaim = 32;
 constexpr double kTargetPerMessage = 0.80;
 constexpr double kTargetBatched = 0.70;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 boxcar::AcceptRequest message(int i) {
   return {.scope = boxcar::Scope::tenant("tenant-1"),
@@ -77,7 +75,8 @@ void load(const std::string& url, int count) {
     }
   }
   // The baseline drains an identical copy.
-  admin.exec(std::string("INSERT INTO ") + kRawSchema + ".inbox_receipts (scope_kind, scope_id, source, consumer, "
+  admin.exec(std::string("INSERT INTO ") + kRawSchema +
+             ".inbox_receipts (scope_kind, scope_id, source, consumer, "
              "message_id, event_type, schema_version, payload, metadata, fingerprint) SELECT scope_kind, scope_id, "
              "source, consumer, message_id, event_type, schema_version, payload, metadata, fingerprint FROM " +
              kBoxcarSchema + ".inbox_receipts");
@@ -89,27 +88,28 @@ void load(const std::string& url, int count) {
 class InsertRow final : public boxcar::InboxHandler {
  public:
   void handle(const nlohmann::json&, boxcar::HandlerContext& context) override {
-    context.tx.exec_prepared("bench.app_row", std::string("INSERT INTO ") + kBoxcarSchema +
-                                                  ".app_rows (message_id, attempt) VALUES ($1, $2)",
-                             context.message_id, context.attempt);
+    context.tx.exec_prepared(
+        "bench.app_row",
+        std::string("INSERT INTO ") + kBoxcarSchema + ".app_rows (message_id, attempt) VALUES ($1, $2)",
+        context.message_id, context.attempt);
   }
 };
 
 Measurement drain_boxcar(const std::string& url, int threads, std::size_t batch_size, int count,
                          boxcar::BatchFailureMode mode = boxcar::WorkerOptions{}.batch_failure_mode) {
   auto pool = boxcar::ConnectionPool::create({.url = url, .size = static_cast<std::size_t>(threads) + 2});
-  boxcar::Worker worker(pool,
-                        {.schema = kBoxcarSchema,
-                         .consumers = {kConsumer},
-                         .concurrency = static_cast<std::size_t>(threads),
-                         .batch_size = batch_size,
-                         .batch_failure_mode = mode,
-                         .claim_limit = kClaim,
-                         .lease = 60s,
-                         .handler_timeout = 30s,
-                         .poll_interval = 50ms},
-                        {{.consumer = kConsumer, .supports = {{"order.created", 1}},
-                          .handler = std::make_shared<InsertRow>()}});
+  boxcar::Worker worker(
+      pool,
+      {.schema = kBoxcarSchema,
+       .consumers = {kConsumer},
+       .concurrency = static_cast<std::size_t>(threads),
+       .batch_size = batch_size,
+       .batch_failure_mode = mode,
+       .claim_limit = kClaim,
+       .lease = 60s,
+       .handler_timeout = 30s,
+       .poll_interval = 50ms},
+      {{.consumer = kConsumer, .supports = {{"order.created", 1}}, .handler = std::make_shared<InsertRow>()}});
   const auto start = Clock::now();
   worker.start();
   while (worker.stats().completed < static_cast<std::uint64_t>(count)) std::this_thread::sleep_for(1ms);
@@ -121,7 +121,8 @@ Measurement drain_boxcar(const std::string& url, int threads, std::size_t batch_
 // The baselines' claim: the same statement shape Boxcar uses.
 const std::string kRawClaim = std::string(R"sql(
 WITH due AS (
-    SELECT id FROM )sql") + kRawSchema + R"sql(.inbox_receipts
+    SELECT id FROM )sql") + kRawSchema +
+                              R"sql(.inbox_receipts
     WHERE consumer = $1 AND status IN ('PENDING', 'RETRYABLE') AND available_at <= now()
     ORDER BY available_at
     LIMIT $2
@@ -147,18 +148,21 @@ Measurement drain_raw(const std::string& url, int threads, bool batched) {
       try {
         pqxx::connection c(url);
         c.prepare("claim", kRawClaim);
-        c.prepare("lock", "SELECT id FROM " + raw + ".inbox_receipts WHERE id = $1 AND claim_token = $2::uuid "
-                          "FOR NO KEY UPDATE");
+        c.prepare("lock", "SELECT id FROM " + raw +
+                              ".inbox_receipts WHERE id = $1 AND claim_token = $2::uuid "
+                              "FOR NO KEY UPDATE");
         c.prepare("app", "INSERT INTO " + raw + ".app_rows (message_id, attempt) VALUES ($1, $2)");
-        c.prepare("complete", "UPDATE " + raw + ".inbox_receipts SET status = 'COMPLETED', claim_token = NULL, "
-                              "lease_expires_at = NULL, finished_attempts = finished_attempts + 1, "
-                              "completed_at = now(), updated_at = now() "
-                              "WHERE id = $1 AND claim_token = $2::uuid AND status = 'PROCESSING'");
+        c.prepare("complete", "UPDATE " + raw +
+                                  ".inbox_receipts SET status = 'COMPLETED', claim_token = NULL, "
+                                  "lease_expires_at = NULL, finished_attempts = finished_attempts + 1, "
+                                  "completed_at = now(), updated_at = now() "
+                                  "WHERE id = $1 AND claim_token = $2::uuid AND status = 'PROCESSING'");
         c.prepare("complete_many",
-                  "UPDATE " + raw + ".inbox_receipts AS r SET status = 'COMPLETED', claim_token = NULL, "
-                  "lease_expires_at = NULL, finished_attempts = r.finished_attempts + 1, completed_at = now(), "
-                  "updated_at = now() FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token) "
-                  "WHERE r.id = c.id AND r.claim_token = c.token AND r.status = 'PROCESSING'");
+                  "UPDATE " + raw +
+                      ".inbox_receipts AS r SET status = 'COMPLETED', claim_token = NULL, "
+                      "lease_expires_at = NULL, finished_attempts = r.finished_attempts + 1, completed_at = now(), "
+                      "updated_at = now() FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token) "
+                      "WHERE r.id = c.id AND r.claim_token = c.token AND r.status = 'PROCESSING'");
         while (!failed) {
           pqxx::result claimed;
           {
@@ -217,11 +221,15 @@ void measure_latency(const std::string& url, int rate, double seconds) {
   };
   auto pool = boxcar::ConnectionPool::create({.url = url, .size = 8});
   boxcar::Inbox inbox(pool, {.schema = kBoxcarSchema, .consumers = {kConsumer}});
-  boxcar::Worker worker(pool,
-                        {.schema = kBoxcarSchema, .consumers = {kConsumer}, .concurrency = 4,
-                         .lease = 60s, .handler_timeout = 30s, .poll_interval = 1000ms},
-                        {{.consumer = kConsumer, .supports = {{"tick", 1}},
-                          .handler = std::make_shared<Recorder>(started_at)}});
+  boxcar::Worker worker(
+      pool,
+      {.schema = kBoxcarSchema,
+       .consumers = {kConsumer},
+       .concurrency = 4,
+       .lease = 60s,
+       .handler_timeout = 30s,
+       .poll_interval = 1000ms},
+      {{.consumer = kConsumer, .supports = {{"tick", 1}}, .handler = std::make_shared<Recorder>(started_at)}});
   worker.start();
   std::this_thread::sleep_for(300ms);
   const auto interval = std::chrono::nanoseconds(1'000'000'000 / rate);
@@ -229,8 +237,12 @@ void measure_latency(const std::string& url, int rate, double seconds) {
   for (int i = 0; i < total; ++i) {
     std::this_thread::sleep_until(next);
     next += interval;
-    inbox.accept({.scope = boxcar::Scope::global(), .source = "latency", .consumer = kConsumer,
-                  .message_id = "l-" + std::to_string(i), .event_type = "tick", .schema_version = 1,
+    inbox.accept({.scope = boxcar::Scope::global(),
+                  .source = "latency",
+                  .consumer = kConsumer,
+                  .message_id = "l-" + std::to_string(i),
+                  .event_type = "tick",
+                  .schema_version = 1,
                   .payload = {{"i", i}}});
     accepted_at[static_cast<std::size_t>(i)] = Clock::now();
   }
@@ -245,8 +257,8 @@ void measure_latency(const std::string& url, int rate, double seconds) {
   const auto pct = [&](double p) { return ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * ms.size()))]; };
   std::cout << "\nlatency accept->handler start at " << rate << " msg/s offered, " << total
             << " messages (NOTIFY wake-ups, poll fallback 1 s):\n"
-            << std::fixed << std::setprecision(2) << "  p50 " << pct(0.50) << " ms   p90 " << pct(0.90)
-            << " ms   p99 " << pct(0.99) << " ms   max " << ms.back() << " ms\n";
+            << std::fixed << std::setprecision(2) << "  p50 " << pct(0.50) << " ms   p90 " << pct(0.90) << " ms   p99 "
+            << pct(0.99) << " ms   max " << ms.back() << " ms\n";
   std::cout << "latency p50_ms " << pct(0.50) << " 2.00\nlatency p99_ms " << pct(0.99) << " 10.00\n";
 }
 
@@ -257,8 +269,10 @@ int main(int argc, char** argv) {
     int messages = 20000;
     std::vector<char*> rest{argv[0]};
     for (int i = 1; i < argc; ++i) {
-      if (std::string(argv[i]) == "--messages" && i + 1 < argc) messages = std::stoi(argv[++i]);
-      else rest.push_back(argv[i]);
+      if (std::string(argv[i]) == "--messages" && i + 1 < argc)
+        messages = std::stoi(argv[++i]);
+      else
+        rest.push_back(argv[i]);
     }
     const auto options = boxcar::bench::parse_options(static_cast<int>(rest.size()), rest.data());
     const int rounds = std::min(options.rounds, 2);
@@ -266,10 +280,11 @@ int main(int argc, char** argv) {
     for (const char* schema : {kBoxcarSchema, kRawSchema}) {
       Admin(url).exec(std::string("DROP SCHEMA IF EXISTS ") + schema + " CASCADE");
       boxcar::migrate(url, {.schema = schema});
-      Admin(url).exec(std::string("CREATE TABLE ") + schema + ".app_rows (message_id text NOT NULL, attempt int NOT NULL)");
+      Admin(url).exec(std::string("CREATE TABLE ") + schema +
+                      ".app_rows (message_id text NOT NULL, attempt int NOT NULL)");
     }
-    std::cout << "bench_worker: drain " << messages << " accepted messages, handler inserts one row; "
-              << rounds << " interleaved rounds per case, medians\n";
+    std::cout << "bench_worker: drain " << messages << " accepted messages, handler inserts one row; " << rounds
+              << " interleaved rounds per case, medians\n";
     std::vector<CaseResult> results;
     for (const bool batched : {false, true}) {
       for (const int threads : {1, 4, 16}) {

@@ -36,8 +36,7 @@ std::string fixed(double value, int decimals) {
 }  // namespace
 
 std::string usage(const std::string& program) {
-  return "usage: " + program +
-         " --database-url URL [--seconds S (default 2)] [--rounds N (default 5, at least 3)]";
+  return "usage: " + program + " --database-url URL [--seconds S (default 2)] [--rounds N (default 5, at least 3)]";
 }
 
 Options parse_options(int argc, char** argv) {
@@ -145,10 +144,9 @@ double CaseResult::ratio() const {
   return base > 0 ? boxcar_median() / base : 0;
 }
 
-CaseResult compare(const std::string& name, const std::string& detail, int rounds,
-                   const std::function<void()>& prepare,
-                   const std::function<Measurement()>& baseline,
-                   const std::function<Measurement()>& boxcar, std::ostream& log) {
+CaseResult compare(const std::string& name, const std::string& detail, int rounds, const std::function<void()>& prepare,
+                   const std::function<Measurement()>& baseline, const std::function<Measurement()>& boxcar,
+                   std::ostream& log) {
   CaseResult result{.name = name, .detail = detail};
   for (int round = 1; round <= rounds; ++round) {
     prepare();
@@ -157,10 +155,9 @@ CaseResult compare(const std::string& name, const std::string& detail, int round
     const Measurement x = boxcar();
     result.baseline.push_back(b.rate());
     result.boxcar.push_back(x.rate());
-    log << "  " << name << " round " << round << "/" << rounds << ": baseline "
-        << fixed(b.rate(), 0) << "/s (" << b.units << " in " << fixed(b.seconds, 2)
-        << " s)  boxcar " << fixed(x.rate(), 0) << "/s (" << x.units << " in "
-        << fixed(x.seconds, 2) << " s)  ratio " << fixed(b.rate() > 0 ? x.rate() / b.rate() : 0, 2)
+    log << "  " << name << " round " << round << "/" << rounds << ": baseline " << fixed(b.rate(), 0) << "/s ("
+        << b.units << " in " << fixed(b.seconds, 2) << " s)  boxcar " << fixed(x.rate(), 0) << "/s (" << x.units
+        << " in " << fixed(x.seconds, 2) << " s)  ratio " << fixed(b.rate() > 0 ? x.rate() / b.rate() : 0, 2)
         << std::endl;
   }
   return result;
@@ -175,20 +172,17 @@ void print_table(std::ostream& out, const std::vector<CaseResult>& results) {
   const auto row = [&](const std::string& name, const std::string& detail, const std::string& base,
                        const std::string& boxcar, const std::string& ratio) {
     out << std::left << std::setw(static_cast<int>(name_width)) << name << "  "
-        << std::setw(static_cast<int>(detail_width)) << detail << "  " << std::right
-        << std::setw(11) << base << "  " << std::setw(11) << boxcar << "  " << std::setw(5)
-        << ratio << "\n";
+        << std::setw(static_cast<int>(detail_width)) << detail << "  " << std::right << std::setw(11) << base << "  "
+        << std::setw(11) << boxcar << "  " << std::setw(5) << ratio << "\n";
   };
   row("case", "detail", "baseline/s", "boxcar/s", "ratio");
   for (const auto& r : results)
-    row(r.name, r.detail, fixed(r.baseline_median(), 0), fixed(r.boxcar_median(), 0),
-        fixed(r.ratio(), 2));
+    row(r.name, r.detail, fixed(r.baseline_median(), 0), fixed(r.boxcar_median(), 0), fixed(r.ratio(), 2));
   out.flush();
 }
 
 void print_ratio_line(std::ostream& out, const CaseResult& result, double target) {
-  out << "ratio " << result.name << " " << fixed(result.ratio(), 2) << " " << fixed(target, 2)
-      << std::endl;
+  out << "ratio " << result.name << " " << fixed(result.ratio(), 2) << " " << fixed(target, 2) << std::endl;
 }
 
 Admin::Admin(const std::string& url) : connection_(std::make_unique<pqxx::connection>(url)) {}

@@ -71,10 +71,9 @@ struct CaseResult {
 
 /// Runs `rounds` rounds of (prepare, baseline, prepare, boxcar) and prints one line per
 /// round to `log`. `prepare` runs before every measurement (reset tables, checkpoint).
-CaseResult compare(const std::string& name, const std::string& detail, int rounds,
-                   const std::function<void()>& prepare,
-                   const std::function<Measurement()>& baseline,
-                   const std::function<Measurement()>& boxcar, std::ostream& log);
+CaseResult compare(const std::string& name, const std::string& detail, int rounds, const std::function<void()>& prepare,
+                   const std::function<Measurement()>& baseline, const std::function<Measurement()>& boxcar,
+                   std::ostream& log);
 
 /// case | detail | baseline/s | boxcar/s | ratio, medians of the rounds.
 void print_table(std::ostream& out, const std::vector<CaseResult>& results);

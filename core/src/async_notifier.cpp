@@ -12,11 +12,8 @@
 
 namespace boxcar::detail {
 
-AsyncNotifier::AsyncNotifier(std::string connection_string, std::string channel,
-                             std::chrono::microseconds min_interval)
-    : connection_string_(std::move(connection_string)),
-      channel_(std::move(channel)),
-      min_interval_(min_interval) {
+AsyncNotifier::AsyncNotifier(std::string connection_string, std::string channel, std::chrono::microseconds min_interval)
+    : connection_string_(std::move(connection_string)), channel_(std::move(channel)), min_interval_(min_interval) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -70,8 +67,7 @@ void AsyncNotifier::run() {
           .exec_params(detail::core_sql::kNotifyMany, channel_, std::move(payloads).finish());
     } catch (const std::exception& e) {
       connection.reset();
-      spdlog::warn("notify on channel {} failed, listeners fall back to polling: {}", channel_,
-                   e.what());
+      spdlog::warn("notify on channel {} failed, listeners fall back to polling: {}", channel_, e.what());
       // Do not spin against a database that is down.
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }

@@ -93,8 +93,7 @@ std::string es_number_text(double value) {
   // shortest candidates to_chars picks the one closest to the value, which is the
   // same tie-break ES specifies.
   char buffer[64];
-  const auto result =
-      std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
   const std::string_view sci(buffer, static_cast<std::size_t>(result.ptr - buffer));
   const std::size_t e_pos = sci.find('e');
 
@@ -168,16 +167,14 @@ class CanonicalWriter {
   }
 
   [[noreturn]] void fail_integer_out_of_range(const std::string& number) const {
-    fail("JSON_INTEGER_OUT_OF_RANGE",
-         "number " + number +
-             " is an integer beyond ±2^53-1 that not every reader holds exactly; "
-             "send it as a string");
+    fail("JSON_INTEGER_OUT_OF_RANGE", "number " + number +
+                                          " is an integer beyond ±2^53-1 that not every reader holds exactly; "
+                                          "send it as a string");
   }
 
   void check_size() const {
     if (out_.size() > limits_.max_bytes) {
-      fail("JSON_TOO_LARGE",
-           "canonical JSON exceeds " + std::to_string(limits_.max_bytes) + " bytes");
+      fail("JSON_TOO_LARGE", "canonical JSON exceeds " + std::to_string(limits_.max_bytes) + " bytes");
     }
   }
 
@@ -292,8 +289,7 @@ class CanonicalWriter {
     }
     // nlohmann keeps members in UTF-8 byte order, which differs from UTF-16 order
     // once characters above U+FFFF meet ones in U+E000..U+FFFF.
-    std::sort(sorted.begin(), sorted.end(),
-              [](const Member& a, const Member& b) { return a.sort_key < b.sort_key; });
+    std::sort(sorted.begin(), sorted.end(), [](const Member& a, const Member& b) { return a.sort_key < b.sort_key; });
 
     const std::size_t path_size = path_.size();
     append("{");
@@ -321,8 +317,7 @@ class CanonicalWriter {
     }
     // Escaping never shrinks text, so an oversized string is refused before copying.
     if (text.size() + 2 > limits_.max_bytes || out_.size() > limits_.max_bytes - text.size() - 2) {
-      fail("JSON_TOO_LARGE",
-           "canonical JSON exceeds " + std::to_string(limits_.max_bytes) + " bytes");
+      fail("JSON_TOO_LARGE", "canonical JSON exceeds " + std::to_string(limits_.max_bytes) + " bytes");
     }
 
     static constexpr char kHexDigits[] = "0123456789abcdef";
@@ -378,8 +373,7 @@ class CanonicalWriter {
 /// open child has been closed.
 class StrictDomBuilder {
  public:
-  StrictDomBuilder(std::string_view text, const CanonicalLimits& limits)
-      : text_(text), limits_(limits) {}
+  StrictDomBuilder(std::string_view text, const CanonicalLimits& limits) : text_(text), limits_(limits) {}
 
   json take_root() { return std::move(root_); }
 
@@ -411,8 +405,7 @@ class StrictDomBuilder {
   }
   bool binary(json::binary_t& /*value*/) {
     add_value(json(nullptr));
-    throw JsonValueError("JSON_UNSUPPORTED_VALUE", path_,
-                         "binary values have no JSON text representation");
+    throw JsonValueError("JSON_UNSUPPORTED_VALUE", path_, "binary values have no JSON text representation");
   }
 
   bool start_object(std::size_t /*elements*/) {
@@ -444,8 +437,7 @@ class StrictDomBuilder {
     return true;
   }
 
-  bool parse_error(std::size_t position, const std::string& /*last_token*/,
-                   const nlohmann::detail::exception& error) {
+  bool parse_error(std::size_t position, const std::string& /*last_token*/, const nlohmann::detail::exception& error) {
     const std::string path = error_path();
     // 406 is nlohmann's "number overflow": a literal such as 1e400 that no double holds.
     if (error.id == 406) {
@@ -455,9 +447,8 @@ class StrictDomBuilder {
     if (!is_valid_utf8(text_)) {
       throw JsonValueError("JSON_INVALID_UTF8", path, "JSON text is not valid UTF-8");
     }
-    throw JsonValueError(
-        "JSON_PARSE_ERROR", path,
-        "malformed JSON near byte " + std::to_string(position) + ": " + error.what());
+    throw JsonValueError("JSON_PARSE_ERROR", path,
+                         "malformed JSON near byte " + std::to_string(position) + ": " + error.what());
   }
 
  private:
@@ -507,8 +498,7 @@ class StrictDomBuilder {
   void open_container(json&& empty) {
     json* container = add_value(std::move(empty));
     if (frames_.size() + 1 > limits_.max_depth) {
-      throw JsonValueError("JSON_TOO_DEEP", path_,
-                           "nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
+      throw JsonValueError("JSON_TOO_DEEP", path_, "nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
     }
     frames_.push_back(Frame{container, path_.size()});
   }
@@ -526,8 +516,7 @@ class StrictDomBuilder {
 
 std::string format_es_number(double value) {
   if (!std::isfinite(value)) {
-    throw JsonValueError("JSON_NON_FINITE_NUMBER", "",
-                         "NaN and Infinity have no JSON representation");
+    throw JsonValueError("JSON_NON_FINITE_NUMBER", "", "NaN and Infinity have no JSON representation");
   }
   return es_number_text(value);
 }

@@ -20,9 +20,9 @@ std::string with_default_parameters(const std::string& url, const std::string& p
     const auto eq = pair.find('=');
     if (eq == std::string::npos) continue;
     const std::string key = pair.substr(0, eq);
-    const bool present = is_url ? (url.find("?" + key + "=") != std::string::npos ||
-                                   url.find("&" + key + "=") != std::string::npos)
-                                : (url.find(key + "=") != std::string::npos);
+    const bool present =
+        is_url ? (url.find("?" + key + "=") != std::string::npos || url.find("&" + key + "=") != std::string::npos)
+               : (url.find(key + "=") != std::string::npos);
     if (present) continue;
     if (is_url) {
       result += (result.find('?') == std::string::npos ? '?' : '&');
@@ -49,9 +49,7 @@ bool looks_healthy(const pqxx::connection& connection) {
 }  // namespace
 
 PooledConnection::PooledConnection(std::shared_ptr<ConnectionPool> pool, Slot slot)
-    : pool_(std::move(pool)),
-      connection_(std::move(slot.connection)),
-      prepared_(std::move(slot.prepared)) {}
+    : pool_(std::move(pool)), connection_(std::move(slot.connection)), prepared_(std::move(slot.prepared)) {}
 
 PooledConnection::PooledConnection(PooledConnection&& other) noexcept
     : pool_(std::move(other.pool_)),
@@ -73,8 +71,7 @@ PooledConnection& PooledConnection::operator=(PooledConnection&& other) noexcept
 PooledConnection::~PooledConnection() {
   if (!pool_) return;
   const bool reusable = !discard_ && connection_ && connection_->is_open();
-  pool_->give_back(PooledConnection::Slot{std::move(connection_), std::move(prepared_)},
-                   reusable);
+  pool_->give_back(PooledConnection::Slot{std::move(connection_), std::move(prepared_)}, reusable);
 }
 
 void PooledConnection::prepare_once(const std::string& name, const std::string& sql) {
@@ -116,12 +113,10 @@ PooledConnection ConnectionPool::acquire() {
         throw detail::to_database_error(std::current_exception(), "opening a database connection", false);
       }
     }
-    if (freed_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
-        open_ >= options_.size) {
-      throw DatabaseError("DATABASE_POOL_TIMEOUT",
-                          "no database connection became free within " +
-                              std::to_string(options_.acquire_timeout.count()) +
-                              " ms (pool.size = " + std::to_string(options_.size) + ")");
+    if (freed_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() && open_ >= options_.size) {
+      throw DatabaseError("DATABASE_POOL_TIMEOUT", "no database connection became free within " +
+                                                       std::to_string(options_.acquire_timeout.count()) +
+                                                       " ms (pool.size = " + std::to_string(options_.size) + ")");
     }
   }
 }

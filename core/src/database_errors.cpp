@@ -3,19 +3,16 @@
 
 #include "boxcar/core/detail/database_errors.hpp"
 
-
 namespace boxcar::detail {
 
 bool is_transient_sqlstate(std::string_view sqlstate) noexcept {
   // 08: connection exception, 40: transaction rollback (serialization, deadlock),
   // 53: insufficient resources, 57P01..03: admin shutdown / crash / cannot connect now.
-  return sqlstate.starts_with("08") || sqlstate.starts_with("40") ||
-         sqlstate.starts_with("53") || sqlstate == "57P01" || sqlstate == "57P02" ||
-         sqlstate == "57P03";
+  return sqlstate.starts_with("08") || sqlstate.starts_with("40") || sqlstate.starts_with("53") ||
+         sqlstate == "57P01" || sqlstate == "57P02" || sqlstate == "57P03";
 }
 
-DatabaseError to_database_error(std::exception_ptr error, std::string_view doing,
-                                bool commit_in_flight) {
+DatabaseError to_database_error(std::exception_ptr error, std::string_view doing, bool commit_in_flight) {
   const std::string prefix = std::string(doing) + ": ";
   try {
     std::rethrow_exception(error);
@@ -26,19 +23,16 @@ DatabaseError to_database_error(std::exception_ptr error, std::string_view doing
   } catch (const pqxx::broken_connection& e) {
     if (commit_in_flight)
       return DatabaseError("DATABASE_COMMIT_UNCERTAIN",
-                           prefix + "connection lost while the write may have committed: " +
-                               e.what(),
-                           "08006", true);
+                           prefix + "connection lost while the write may have committed: " + e.what(), "08006", true);
     return DatabaseError("DATABASE_UNAVAILABLE", prefix + e.what(), "08006");
   } catch (const pqxx::sql_error& e) {
     const std::string state = e.sqlstate();
     // An admin shutdown or terminated backend during an autocommit write is as uncertain
     // as a lost connection: the server may have committed before it went away.
     const bool lost = state == "57P01" || state == "57P02" || state.starts_with("08");
-    return DatabaseError(lost ? (commit_in_flight ? "DATABASE_COMMIT_UNCERTAIN"
-                                                  : "DATABASE_UNAVAILABLE")
-                              : "DATABASE_ERROR",
-                         prefix + e.what(), state, lost && commit_in_flight);
+    return DatabaseError(
+        lost ? (commit_in_flight ? "DATABASE_COMMIT_UNCERTAIN" : "DATABASE_UNAVAILABLE") : "DATABASE_ERROR",
+        prefix + e.what(), state, lost && commit_in_flight);
   } catch (const pqxx::failure& e) {
     return DatabaseError("DATABASE_ERROR", prefix + e.what());
   }

@@ -31,7 +31,7 @@ using prometheus::Histogram;
 
 // A handler runs from a millisecond (a single insert) up to its timeout (30 s default cap).
 const Histogram::BucketBoundaries kHandlerBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                                      0.25,  0.5,    1.0,   2.5,  5.0,   10.0, 30.0};
+                                                     0.25,  0.5,    1.0,   2.5,  5.0,   10.0, 30.0};
 // End-to-end latencies include polling, retries with backoff and publisher batching: from
 // a few milliseconds (NOTIFY wake-up) to minutes (a retry or a broker outage).
 const Histogram::BucketBoundaries kLatencyBuckets = {0.005, 0.01, 0.025, 0.05, 0.1,  0.25,  0.5,  1.0,
@@ -71,8 +71,8 @@ struct Metrics::Impl {
                 "Time from receipt creation (accept) to its COMPLETED commit.");
   Family<Counter>& claimed_total =
       counter(*registry, "boxcar_inbox_claimed_total", "Receipts claimed by the worker, by consumer.");
-  Family<Histogram>& claim_batch_size = histogram(*registry, "boxcar_inbox_claim_batch_size",
-                                                  "Receipts per non-empty claim.");
+  Family<Histogram>& claim_batch_size =
+      histogram(*registry, "boxcar_inbox_claim_batch_size", "Receipts per non-empty claim.");
   Counter& abandoned_handlers = counter(*registry, "boxcar_worker_abandoned_handlers_total",
                                         "Handler threads the worker abandoned (their handler ignored its "
                                         "deadline or the shutdown grace) and replaced.")
@@ -105,13 +105,12 @@ struct Metrics::Impl {
       gauge(*registry, "boxcar_outbox_oldest_unpublished_age_seconds",
             "Age of the oldest PENDING/RETRYABLE/PUBLISHING outbox event; 0 when none.")
           .Add({});
-  Family<Gauge>& table_dead_tuples = gauge(*registry, "boxcar_table_dead_tuples",
-                                           "pg_stat_user_tables.n_dead_tup of a Boxcar table.");
-  Family<Gauge>& table_size_bytes = gauge(*registry, "boxcar_table_size_bytes",
-                                          "pg_total_relation_size of a Boxcar table (heap, indexes, TOAST).");
-  Gauge& collection_seconds = gauge(*registry, "boxcar_backlog_collection_seconds",
-                                    "Duration of the last backlog collection.")
-                                  .Add({});
+  Family<Gauge>& table_dead_tuples =
+      gauge(*registry, "boxcar_table_dead_tuples", "pg_stat_user_tables.n_dead_tup of a Boxcar table.");
+  Family<Gauge>& table_size_bytes =
+      gauge(*registry, "boxcar_table_size_bytes", "pg_total_relation_size of a Boxcar table (heap, indexes, TOAST).");
+  Gauge& collection_seconds =
+      gauge(*registry, "boxcar_backlog_collection_seconds", "Duration of the last backlog collection.").Add({});
   Counter& collection_errors = counter(*registry, "boxcar_backlog_collection_errors_total",
                                        "Backlog collections that failed (the backlog gauges keep their last values).")
                                    .Add({});
@@ -130,8 +129,7 @@ void Metrics::accept_result(const std::string& consumer, std::string_view result
 }
 
 void Metrics::processed(const std::string& consumer, const std::string& event_type, std::string_view outcome) {
-  impl_->processed_total
-      .Add({{"consumer", consumer}, {"event_type", event_type}, {"outcome", std::string(outcome)}})
+  impl_->processed_total.Add({{"consumer", consumer}, {"event_type", event_type}, {"outcome", std::string(outcome)}})
       .Increment();
 }
 
@@ -163,9 +161,7 @@ void Metrics::emit_to_delivered(const std::string& topic, double seconds) {
   impl_->emit_to_delivered_seconds.Add({{"topic", topic}}, kLatencyBuckets).Observe(non_negative(seconds));
 }
 
-void Metrics::set_in_flight_events(std::size_t events) {
-  impl_->in_flight_events.Set(static_cast<double>(events));
-}
+void Metrics::set_in_flight_events(std::size_t events) { impl_->in_flight_events.Set(static_cast<double>(events)); }
 
 void Metrics::set_inbox_receipts(const std::string& consumer, std::string_view status, double count) {
   impl_->inbox_receipts.Add({{"consumer", consumer}, {"status", std::string(status)}}).Set(count);

@@ -6,7 +6,6 @@
 #include <charconv>
 #include <map>
 
-
 #include "boxcar/migrations/detail/embedded.hpp"
 #include "boxcar/core/canonical_json.hpp"
 #include "boxcar/core/detail/database_errors.hpp"
@@ -31,18 +30,15 @@ std::vector<Migration> embedded_migrations() {
     const auto* begin = file.file_name.data();
     const auto [end, ec] = std::from_chars(begin, begin + file.file_name.size(), version);
     if (ec != std::errc{} || end == begin || version <= 0)
-      throw MigrationError("MIGRATION_FAILED",
-                           "migration file name lacks a version: " + std::string(file.file_name));
+      throw MigrationError("MIGRATION_FAILED", "migration file name lacks a version: " + std::string(file.file_name));
     all.push_back({version, std::string(file.file_name), file.sql, sha256_hex(file.sql)});
   }
   return all;
 }
 
-
 class SessionLock {
  public:
-  SessionLock(pqxx::connection& connection, const std::string& schema)
-      : connection_(connection), schema_(schema) {
+  SessionLock(pqxx::connection& connection, const std::string& schema) : connection_(connection), schema_(schema) {
     pqxx::nontransaction(connection_).exec_params(detail::core_sql::kMigrateLock, schema_);
   }
   ~SessionLock() {
@@ -60,12 +56,11 @@ class SessionLock {
 
 std::map<int, std::string> applied_checksums(pqxx::connection& connection, const std::string& schema) {
   pqxx::work tx(connection);
-  const auto exists = tx.exec_params1(
-      "SELECT to_regclass(format('%I.schema_migrations', $1::text)) IS NOT NULL", schema);
+  const auto exists =
+      tx.exec_params1("SELECT to_regclass(format('%I.schema_migrations', $1::text)) IS NOT NULL", schema);
   std::map<int, std::string> applied;
   if (!exists[0].as<bool>()) return applied;
-  for (const auto& row :
-       tx.exec("SELECT version, checksum FROM " + quote_identifier(schema) + ".schema_migrations"))
+  for (const auto& row : tx.exec("SELECT version, checksum FROM " + quote_identifier(schema) + ".schema_migrations"))
     applied.emplace(row["version"].as<int>(), row["checksum"].as<std::string>());
   return applied;
 }
@@ -126,8 +121,8 @@ MigrationReport migrate(const std::string& connection_string, const MigrateOptio
       if (it->second->checksum != checksum)
         throw MigrationError("MIGRATION_CHECKSUM_MISMATCH",
                              "migration " + it->second->name + " was applied to schema '" + schema +
-                                 "' with checksum " + checksum + " but the file now has " +
-                                 it->second->checksum + "; applied migrations must never change");
+                                 "' with checksum " + checksum + " but the file now has " + it->second->checksum +
+                                 "; applied migrations must never change");
     }
 
     MigrationReport report;
@@ -138,11 +133,10 @@ MigrationReport migrate(const std::string& connection_string, const MigrateOptio
       try {
         tx.exec(std::string(m.sql));
       } catch (const pqxx::sql_error& e) {
-        throw MigrationError("MIGRATION_FAILED", "migration " + m.name + " failed in schema '" +
-                                                     schema + "': " + e.what());
+        throw MigrationError("MIGRATION_FAILED",
+                             "migration " + m.name + " failed in schema '" + schema + "': " + e.what());
       }
-      tx.exec_params("INSERT INTO " + qschema +
-                         ".schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+      tx.exec_params("INSERT INTO " + qschema + ".schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
                      m.version, m.name, m.checksum);
       tx.commit();
       report.applied.push_back(m.version);

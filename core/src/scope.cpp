@@ -4,8 +4,6 @@
 
 namespace boxcar {
 
-const char* to_string(Scope::Kind kind) noexcept {
-  return kind == Scope::Kind::Global ? "global" : "tenant";
-}
+const char* to_string(Scope::Kind kind) noexcept { return kind == Scope::Kind::Global ? "global" : "tenant"; }
 
 }  // namespace boxcar

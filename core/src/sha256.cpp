@@ -16,8 +16,7 @@ std::string sha256_hex(std::string_view bytes) {
   unsigned int digest_size = 0;
   // EVP_Digest only fails when OpenSSL itself is broken (e.g. a FIPS provider that
   // refuses to load); a fingerprint must never silently be empty, so surface it.
-  if (EVP_Digest(bytes.data(), bytes.size(), digest.data(), &digest_size, EVP_sha256(), nullptr) !=
-          1 ||
+  if (EVP_Digest(bytes.data(), bytes.size(), digest.data(), &digest_size, EVP_sha256(), nullptr) != 1 ||
       digest_size != 32) {
     throw Error("INTERNAL_ERROR", "OpenSSL SHA-256 computation failed");
   }
@@ -32,8 +31,7 @@ std::string sha256_hex(std::string_view bytes) {
   return hex;
 }
 
-std::string content_fingerprint(std::string_view event_type, int schema_version,
-                                std::string_view canonical_payload) {
+std::string content_fingerprint(std::string_view event_type, int schema_version, std::string_view canonical_payload) {
   // Canonicalising the event type as a JSON string reuses the one JCS string escaper
   // and its UTF-8/NUL checks; the error is re-pointed at the envelope member so the
   // caller learns which input was wrong.

@@ -55,7 +55,8 @@ void Tx::on_commit(std::function<void()> callback) {
 }
 
 void Tx::drop_on_commit_since(std::size_t mark) noexcept {
-  if (mark < on_commit_.size()) on_commit_.erase(on_commit_.begin() + static_cast<std::ptrdiff_t>(mark), on_commit_.end());
+  if (mark < on_commit_.size())
+    on_commit_.erase(on_commit_.begin() + static_cast<std::ptrdiff_t>(mark), on_commit_.end());
 }
 
 void Tx::rollback() noexcept {

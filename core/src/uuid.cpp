@@ -24,9 +24,9 @@ std::string uuid_v7() {
   std::uint16_t sequence;
   {
     std::lock_guard lock(mutex);
-    ms = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
-                                        .count());
+    ms = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
     if (ms <= last_ms) {
       ms = last_ms;
       if (++counter > 0x0FFF) {  // counter exhausted: borrow the next millisecond

@@ -138,14 +138,14 @@ class BullmqFixture {
     redis_ = std::make_unique<redis_streams::testing::RedisServer>(redis_server);
 
     webhook_port_ = free_port();
-    webhook_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{EXAMPLE_WEBHOOK_PATH},
-        Environment{{"BOXCAR_DATABASE_URL", proxy.route(db.url())},
-                    {"BOXCAR_SCHEMA", db.schema()},
-                    {"WEBHOOK_LISTEN", "127.0.0.1:" + std::to_string(webhook_port_)},
-                    {"WEBHOOK_SECRETS", "tenant-a=" + secret()},
-                    {"WEBHOOK_CONSUMER", kConsumer}},
-        kDir, (dir_.path / "webhook.log").string());
+    webhook_ =
+        std::make_unique<ChildProcess>(std::vector<std::string>{EXAMPLE_WEBHOOK_PATH},
+                                       Environment{{"BOXCAR_DATABASE_URL", proxy.route(db.url())},
+                                                   {"BOXCAR_SCHEMA", db.schema()},
+                                                   {"WEBHOOK_LISTEN", "127.0.0.1:" + std::to_string(webhook_port_)},
+                                                   {"WEBHOOK_SECRETS", "tenant-a=" + secret()},
+                                                   {"WEBHOOK_CONSUMER", kConsumer}},
+                                       kDir, (dir_.path / "webhook.log").string());
     for (int i = 0; !accepts_connections(webhook_port_); ++i) {
       INFO(logs());
       REQUIRE(webhook_->running());
@@ -363,8 +363,9 @@ TEST_CASE("a job whose id is not its event id fails instead of reaching Boxcar u
       "import { Queue } from 'bullmq';"
       "import { connection, queueName } from './config.mjs';"
       "const queue = new Queue(queueName, { connection: connection() });"
-      "const job = await queue.add('order.created', " + order_event("evt-no-job-id", 1).dump() +
-      ", { attempts: " + std::to_string(kAttempts) + " });"
+      "const job = await queue.add('order.created', " +
+      order_event("evt-no-job-id", 1).dump() + ", { attempts: " + std::to_string(kAttempts) +
+      " });"
       "console.log(job.id); await queue.close();";
   const auto r = run({node(), "--input-type=module", "-e", script}, f.environment(), kDir);
   REQUIRE(r.status == 0);

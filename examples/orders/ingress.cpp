@@ -44,8 +44,8 @@ std::optional<int> version(const KafkaRecord& record, const char* name, MappedRe
   int number = 0;
   const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), number);
   if (ec != std::errc{} || end != text->data() + text->size() || text->empty()) {
-    fail(error, "KAFKA_HEADER_INVALID", std::string("header ") + name + " is not a decimal integer: '" +
-                                                 text->substr(0, 32) + "'");
+    fail(error, "KAFKA_HEADER_INVALID",
+         std::string("header ") + name + " is not a decimal integer: '" + text->substr(0, 32) + "'");
     return std::nullopt;
   }
   return number;

@@ -87,8 +87,9 @@ std::string header(const boxcar::testing::KafkaRecordRead& record, const std::st
 
 }  // namespace
 
-TEST_CASE("a poison record in the middle of a batch is dead-lettered with its reason and coordinates, "
-          "and the records after it are accepted and committed") {
+TEST_CASE(
+    "a poison record in the middle of a batch is dead-lettered with its reason and coordinates, "
+    "and the records after it are accepted and committed") {
   TestSchema db;
   MockKafka kafka;
   const std::string topic = orders::tenant_topic("acme");
@@ -117,7 +118,7 @@ TEST_CASE("a poison record in the middle of a batch is dead-lettered with its re
   // The records after the poison ones are accepted, under the topic's tenant.
   CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts") == 4);
   CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_kind = 'tenant' AND scope_id = 'acme' "
-                  "AND message_id IN ('order-1', 'order-3', 'order-5', 'order-7')") == 4);
+                 "AND message_id IN ('order-1', 'order-3', 'order-5', 'order-7')") == 4);
   // Every offset is committed: the partition moved past the poison.
   CHECK(committed_offset(kafka, "orders-ingress", topic) == 8);
 
@@ -143,8 +144,9 @@ TEST_CASE("a poison record in the middle of a batch is dead-lettered with its re
   CHECK(by_offset["6"].value == R"({"orderId":"o-1","total":2})");
 }
 
-TEST_CASE("the tenant comes from the topic a record was written to, and a tenant header naming another is "
-          "dead-lettered") {
+TEST_CASE(
+    "the tenant comes from the topic a record was written to, and a tenant header naming another is "
+    "dead-lettered") {
   TestSchema db;
   MockKafka kafka;
   kafka.create_topic(orders::tenant_topic("acme"), 1);
@@ -164,7 +166,7 @@ TEST_CASE("the tenant comes from the topic a record was written to, and a tenant
   // The same message id on two tenants' topics is two identities.
   const auto receipts = [&](const std::string& message_id, const std::string& tenant) {
     return db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = '" + message_id +
-                     "' AND scope_kind = 'tenant' AND scope_id = '" + tenant + "'");
+                    "' AND scope_kind = 'tenant' AND scope_id = '" + tenant + "'");
   };
   CHECK(receipts("order-1", "acme") == 1);
   CHECK(receipts("order-1", "globex") == 1);
@@ -176,8 +178,9 @@ TEST_CASE("the tenant comes from the topic a record was written to, and a tenant
   CHECK(header(dead[0], "message-id") == "order-9");
 }
 
-TEST_CASE("a storage failure commits and dead-letters nothing, and the same batch is accepted once the database "
-          "is back") {
+TEST_CASE(
+    "a storage failure commits and dead-letters nothing, and the same batch is accepted once the database "
+    "is back") {
   TestSchema db;
   MockKafka kafka;
   const std::string topic = orders::tenant_topic("acme");
@@ -223,8 +226,9 @@ TEST_CASE("a storage failure commits and dead-letters nothing, and the same batc
   CHECK(kafka.read_all(kDeadLetters, 1, 20s).size() == 1);
 }
 
-TEST_CASE("dead letters the broker does not confirm leave the batch uncommitted, and the next attempt "
-          "dead-letters and commits it") {
+TEST_CASE(
+    "dead letters the broker does not confirm leave the batch uncommitted, and the next attempt "
+    "dead-letters and commits it") {
   TestSchema db;
   MockKafka kafka;
   const std::string topic = orders::tenant_topic("acme");

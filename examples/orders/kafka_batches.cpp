@@ -24,16 +24,16 @@ void set(rd_kafka_conf_t* conf, const std::string& name, const std::string& valu
 rd_kafka_t* make_consumer(const ConsumerOptions& options) {
   char error[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  for (const auto& [name, value] : std::map<std::string, std::string>{
-           {"bootstrap.servers", options.bootstrap_servers},
-           {"group.id", options.group_id},
-           {"enable.auto.commit", "false"},  // offsets move only after accept()
-           {"auto.offset.reset", "earliest"},
-           // A replacement consumer gets a dead member's partitions within seconds.
-           {"session.timeout.ms", "6000"},
-           {"heartbeat.interval.ms", "500"},
-           {"socket.nagle.disable", "true"},
-           {"log_level", "3"}})
+  for (const auto& [name, value] :
+       std::map<std::string, std::string>{{"bootstrap.servers", options.bootstrap_servers},
+                                          {"group.id", options.group_id},
+                                          {"enable.auto.commit", "false"},  // offsets move only after accept()
+                                          {"auto.offset.reset", "earliest"},
+                                          // A replacement consumer gets a dead member's partitions within seconds.
+                                          {"session.timeout.ms", "6000"},
+                                          {"heartbeat.interval.ms", "500"},
+                                          {"socket.nagle.disable", "true"},
+                                          {"log_level", "3"}})
     set(conf, name, value);
   rd_kafka_t* consumer = rd_kafka_new(RD_KAFKA_CONSUMER, conf, error, sizeof error);
   if (!consumer) throw std::runtime_error(error);
@@ -99,7 +99,8 @@ class DeadLetterProducer {
       const rd_kafka_resp_err_t err = rd_kafka_producev(
           producer_, RD_KAFKA_V_TOPIC(topic.c_str()),
           RD_KAFKA_V_KEY(r.null_key ? nullptr : r.key.data(), r.null_key ? 0 : r.key.size()),
-          RD_KAFKA_V_VALUE(r.null_value ? nullptr : const_cast<char*>(r.value.data()), r.null_value ? 0 : r.value.size()),
+          RD_KAFKA_V_VALUE(r.null_value ? nullptr : const_cast<char*>(r.value.data()),
+                           r.null_value ? 0 : r.value.size()),
           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),
           RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(batch_))), RD_KAFKA_V_END);
       if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {

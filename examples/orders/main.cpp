@@ -69,7 +69,8 @@ class OrderProjection final : public boxcar::InboxHandler {
 
 std::string bootstrap(const boxcar::RuntimeConfig& config) {
   const auto it = config.publisher.kafka.find("bootstrap.servers");
-  if (it == config.publisher.kafka.end()) throw boxcar::ConfigError("kafka.bootstrap.servers", "set BOXCAR_KAFKA_BOOTSTRAP_SERVERS");
+  if (it == config.publisher.kafka.end())
+    throw boxcar::ConfigError("kafka.bootstrap.servers", "set BOXCAR_KAFKA_BOOTSTRAP_SERVERS");
   return it->second;
 }
 
@@ -128,7 +129,7 @@ int produce(const boxcar::RuntimeConfig& config, int count) {
     send(i, 10.0 + i);
     if (i % 10 == 0) send(i, 10.0 + i);  // the broker redelivers: same id, same content
   }
-  send(1, 999.0);  // a reused id with different content: an identity conflict
+  send(1, 999.0);               // a reused id with different content: an identity conflict
   send(count, 0, "{not json");  // a poison record: dead-lettered, the partition moves on
   rd_kafka_flush(producer, 30000);
   rd_kafka_destroy(producer);

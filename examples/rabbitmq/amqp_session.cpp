@@ -33,15 +33,12 @@ AmqpSession::AmqpSession(const AmqpOptions& options, std::chrono::milliseconds c
   }
   amqp_set_handshake_timeout(conn_, &timeout);
   amqp_set_rpc_timeout(conn_, &timeout);
-  const amqp_rpc_reply_t login =
-      amqp_login(conn_, options.vhost.c_str(), 0, AMQP_DEFAULT_FRAME_SIZE, options.heartbeat,
-                 AMQP_SASL_METHOD_PLAIN, options.user.c_str(), options.password.c_str());
+  const amqp_rpc_reply_t login = amqp_login(conn_, options.vhost.c_str(), 0, AMQP_DEFAULT_FRAME_SIZE, options.heartbeat,
+                                            AMQP_SASL_METHOD_PLAIN, options.user.c_str(), options.password.c_str());
   if (login.reply_type != AMQP_RESPONSE_NORMAL) {
-    std::string reason = login.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
-                             ? amqp_error_string2(login.library_error)
-                             : "refused by the broker";
-    fail("amqp: login to " + where + " vhost " + options.vhost + " as " + options.user +
-         " failed: " + reason);
+    std::string reason = login.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION ? amqp_error_string2(login.library_error)
+                                                                             : "refused by the broker";
+    fail("amqp: login to " + where + " vhost " + options.vhost + " as " + options.user + " failed: " + reason);
   }
   amqp_channel_open(conn_, kChannel);
   if (const amqp_rpc_reply_t reply = amqp_get_rpc_reply(conn_); reply.reply_type != AMQP_RESPONSE_NORMAL) {
@@ -70,13 +67,11 @@ void AmqpSession::check(const amqp_rpc_reply_t& reply, std::string_view doing) c
     case AMQP_RESPONSE_SERVER_EXCEPTION:
       if (reply.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
         const auto* close = static_cast<const amqp_channel_close_t*>(reply.reply.decoded);
-        throw AmqpError(what + "channel closed by the broker: " + to_string(close->reply_text),
-                        close->reply_code);
+        throw AmqpError(what + "channel closed by the broker: " + to_string(close->reply_text), close->reply_code);
       }
       if (reply.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
         const auto* close = static_cast<const amqp_connection_close_t*>(reply.reply.decoded);
-        throw AmqpError(what + "connection closed by the broker: " + to_string(close->reply_text),
-                        close->reply_code);
+        throw AmqpError(what + "connection closed by the broker: " + to_string(close->reply_text), close->reply_code);
       }
       throw AmqpError(what + "unexpected server method " + std::to_string(reply.reply.id));
   }
@@ -124,9 +119,9 @@ void AmqpSession::publish(const std::string& queue, const OutgoingMessage& messa
     props._flags |= AMQP_BASIC_HEADERS_FLAG;
     props.headers = amqp_table_t{static_cast<int>(entries.size()), entries.data()};
   }
-  check_status(amqp_basic_publish(conn_, kChannel, amqp_empty_bytes, to_bytes(queue), 0, 0, &props,
-                                  to_bytes(message.body)),
-               "publish to " + queue);
+  check_status(
+      amqp_basic_publish(conn_, kChannel, amqp_empty_bytes, to_bytes(queue), 0, 0, &props, to_bytes(message.body)),
+      "publish to " + queue);
 }
 
 std::uint32_t AmqpSession::message_count(const std::string& queue) {
@@ -143,7 +138,8 @@ std::optional<FetchedMessage> AmqpSession::get(const std::string& queue) {
   amqp_message_t message;
   check(amqp_read_message(conn_, kChannel, &message, 0), "read message from " + queue);
   FetchedMessage fetched;
-  if (message.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG) fetched.message_id = to_string(message.properties.message_id);
+  if (message.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+    fetched.message_id = to_string(message.properties.message_id);
   fetched.body = to_string(message.body);
   amqp_destroy_message(&message);
   return fetched;

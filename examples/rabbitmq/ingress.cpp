@@ -20,8 +20,7 @@ using Clock = std::chrono::steady_clock;
 /// help, so it is dead-lettered.
 class InvalidDelivery final : public std::runtime_error {
  public:
-  InvalidDelivery(std::string code, const std::string& message)
-      : std::runtime_error(message), code_(std::move(code)) {}
+  InvalidDelivery(std::string code, const std::string& message) : std::runtime_error(message), code_(std::move(code)) {}
   const std::string& code() const noexcept { return code_; }
 
  private:
@@ -52,13 +51,27 @@ int schema_version_header(const amqp_basic_properties_t& props) {
   if (!value) return 0;
   long long number = 0;
   switch (value->kind) {
-    case AMQP_FIELD_KIND_I8: number = value->value.i8; break;
-    case AMQP_FIELD_KIND_U8: number = value->value.u8; break;
-    case AMQP_FIELD_KIND_I16: number = value->value.i16; break;
-    case AMQP_FIELD_KIND_U16: number = value->value.u16; break;
-    case AMQP_FIELD_KIND_I32: number = value->value.i32; break;
-    case AMQP_FIELD_KIND_U32: number = value->value.u32; break;
-    case AMQP_FIELD_KIND_I64: number = value->value.i64; break;
+    case AMQP_FIELD_KIND_I8:
+      number = value->value.i8;
+      break;
+    case AMQP_FIELD_KIND_U8:
+      number = value->value.u8;
+      break;
+    case AMQP_FIELD_KIND_I16:
+      number = value->value.i16;
+      break;
+    case AMQP_FIELD_KIND_U16:
+      number = value->value.u16;
+      break;
+    case AMQP_FIELD_KIND_I32:
+      number = value->value.i32;
+      break;
+    case AMQP_FIELD_KIND_U32:
+      number = value->value.u32;
+      break;
+    case AMQP_FIELD_KIND_I64:
+      number = value->value.i64;
+      break;
     case AMQP_FIELD_KIND_U64:
       number = value->value.u64 > static_cast<std::uint64_t>(std::numeric_limits<int>::max())
                    ? -1
@@ -106,16 +119,15 @@ AcceptRequest to_accept_request(const amqp_envelope_t& envelope, const IngressOp
       .scope = Scope::tenant(tenant_of(props)),
       .source = options.source,
       .consumer = options.consumer,
-      .message_id = (props._flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? to_string(props.message_id)
-                                                                 : text_header(props, "message-id"),
+      .message_id =
+          (props._flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? to_string(props.message_id) : text_header(props, "message-id"),
       .event_type = (props._flags & AMQP_BASIC_TYPE_FLAG) ? to_string(props.type) : text_header(props, "type"),
       .schema_version = schema_version_header(props),
       .payload = {},
       .metadata = {.traceparent = text_header(props, "traceparent"),
                    .tracestate = text_header(props, "tracestate"),
-                   .correlation_id = (props._flags & AMQP_BASIC_CORRELATION_ID_FLAG)
-                                         ? to_string(props.correlation_id)
-                                         : std::string()},
+                   .correlation_id = (props._flags & AMQP_BASIC_CORRELATION_ID_FLAG) ? to_string(props.correlation_id)
+                                                                                     : std::string()},
   };
   try {
     request.payload = nlohmann::json::parse(to_string(envelope.message.body));
@@ -161,8 +173,7 @@ void handle_unexpected_frame(AmqpSession& session) {
     }
     case AMQP_CONNECTION_CLOSE_METHOD: {
       const auto* close = static_cast<const amqp_connection_close_t*>(frame.payload.method.decoded);
-      throw AmqpError("amqp: connection closed by the broker: " + to_string(close->reply_text),
-                      close->reply_code);
+      throw AmqpError("amqp: connection closed by the broker: " + to_string(close->reply_text), close->reply_code);
     }
     case AMQP_BASIC_CANCEL_METHOD:
       throw AmqpError("amqp: the broker cancelled the consumer (was the queue deleted?)");
@@ -305,8 +316,9 @@ IngressStats run_ingress(Inbox& inbox, const IngressOptions& options, const std:
       // Anything unforeseen is treated like an uncertain storage failure: the safe side
       // is a redelivery, never an acknowledgement or a dead letter.
       const auto delay = backoff_delay(options.storage_backoff, ++storage_failures);
-      log_event(*log, LogLevel::Error, "unexpected error; requeueing delivery",
-                {{"message_id", message_id}, {"backoff_ms", std::to_string(delay.count())}, {"error", one_line(e.what())}});
+      log_event(
+          *log, LogLevel::Error, "unexpected error; requeueing delivery",
+          {{"message_id", message_id}, {"backoff_ms", std::to_string(delay.count())}, {"error", one_line(e.what())}});
       sleep_unless_stopped(delay, stop);
       session.check_status(amqp_basic_nack(conn, AmqpSession::kChannel, tag, 0, /*requeue=*/1), "basic.nack");
       ++stats.requeued;

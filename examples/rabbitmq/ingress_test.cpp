@@ -139,8 +139,7 @@ class IngressProcess {
 };
 
 std::string temp_log(const char* name) {
-  return (std::filesystem::temp_directory_path() /
-          (std::string(name) + "-" + std::to_string(::getpid()) + ".log"))
+  return (std::filesystem::temp_directory_path() / (std::string(name) + "-" + std::to_string(::getpid()) + ".log"))
       .string();
 }
 
@@ -193,7 +192,7 @@ TEST_CASE("the ingress acks accepted and duplicate deliveries and dead-letters c
   // Two identities retained, once each; the conflict left the first record untouched.
   CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
   CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id IN ('evt-1', 'evt-4') "
-                  "AND consumer = 'orders.projection.v1' AND scope_id = 'tenant-7'") == 2);
+                 "AND consumer = 'orders.projection.v1' AND scope_id = 'tenant-7'") == 2);
   CHECK(db.count("SELECT (payload->>'total')::int FROM {schema}.inbox_receipts WHERE message_id = 'evt-1'") == 10);
 
   // Every delivery was settled: nothing waits in the main queue, and exactly the
@@ -293,8 +292,9 @@ TEST_CASE("a storage failure requeues deliveries instead of acknowledging or dea
   CHECK(eventually_equals(orders_depth, 0u) == 0u);
 }
 
-TEST_CASE("the tenant is the broker-validated publishing user: a forged user_id is refused by the broker, "
-          "and a missing user_id or a contradicting tenant header is dead-lettered") {
+TEST_CASE(
+    "the tenant is the broker-validated publishing user: a forged user_id is refused by the broker, "
+    "and a missing user_id or a contradicting tenant header is dead-lettered") {
   const auto node = start_node_or_skip();
   if (!node) return;
   boxcar::testing::TestSchema db;
@@ -339,9 +339,9 @@ TEST_CASE("the tenant is the broker-validated publishing user: a forged user_id 
   CHECK(stats.rejected == 2);
   CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
   CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'evt-1' "
-                  "AND scope_id IN ('tenant-7', 'tenant-8')") == 2);
+                 "AND scope_id IN ('tenant-7', 'tenant-8')") == 2);
   CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'evt-4'") == 0);
-  REQUIRE(eventually_equals(std::function<std::uint32_t()>([&] { return admin.message_count("orders.dead-letter"); }), 2u) ==
-          2u);
+  REQUIRE(eventually_equals(std::function<std::uint32_t()>([&] { return admin.message_count("orders.dead-letter"); }),
+                            2u) == 2u);
   CHECK(drain_message_ids(admin, "orders.dead-letter") == std::multiset<std::string>{"evt-2", "evt-3"});
 }

@@ -106,8 +106,7 @@ std::string definitions(const std::vector<BrokerUser>& users) {
                           {"password_hash", password_hash(password)},
                           {"hashing_algorithm", "rabbit_password_hashing_sha256"},
                           {"tags", tags}});
-    permissions.push_back(
-        {{"user", name}, {"vhost", "/"}, {"configure", configure}, {"write", write}, {"read", read}});
+    permissions.push_back({{"user", name}, {"vhost", "/"}, {"configure", configure}, {"write", write}, {"read", read}});
   };
   add("guest", "guest", "administrator", ".*", ".*", ".*");
   for (const BrokerUser& u : users) add(u.name, u.password, "", u.configure, u.write, u.read);

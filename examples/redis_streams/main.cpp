@@ -145,8 +145,7 @@ int main(int argc, char** argv) {
       for (const auto& r : results) stats += r;
     }
     std::cout << "read " << stats.read << " accepted " << stats.accepted << " duplicate " << stats.duplicates
-              << " dead-lettered " << stats.dead_lettered << " storage-failures " << stats.storage_failures
-              << "\n";
+              << " dead-lettered " << stats.dead_lettered << " storage-failures " << stats.storage_failures << "\n";
     return stats.storage_failures ? 1 : 0;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

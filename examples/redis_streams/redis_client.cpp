@@ -61,7 +61,8 @@ int parse_int(std::string_view text, const std::string& what) {
 
 RedisOptions RedisOptions::from_url(const std::string& url) {
   constexpr std::string_view kScheme = "redis://";
-  if (!url.starts_with(kScheme)) throw std::invalid_argument("REDIS_URL: expected redis://[[user]:password@]host[:port][/db]");
+  if (!url.starts_with(kScheme))
+    throw std::invalid_argument("REDIS_URL: expected redis://[[user]:password@]host[:port][/db]");
   RedisOptions options;
   std::string_view rest(url);
   rest.remove_prefix(kScheme.size());
@@ -139,11 +140,11 @@ RedisValue RedisClient::command(const std::vector<std::string>& args, std::chron
     argv.push_back(arg.data());
     lengths.push_back(arg.size());
   }
-  auto* reply = static_cast<redisReply*>(
-      redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data()));
+  auto* reply =
+      static_cast<redisReply*>(redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data()));
   if (!reply) {
-    throw RedisConnectionError("redis: " + args.front() + " failed: " +
-                               (context_->err ? std::string(context_->errstr) : std::string("no reply")));
+    throw RedisConnectionError("redis: " + args.front() +
+                               " failed: " + (context_->err ? std::string(context_->errstr) : std::string("no reply")));
   }
   RedisValue value = convert(reply);
   freeReplyObject(reply);

@@ -84,9 +84,9 @@ bool RedisServer::start(const std::string& executable, int port) {
   }
   const std::string port_text = std::to_string(port);
   const std::string log_file = (dir_ / "redis.log").string();
-  std::vector<std::string> args = {executable, "--port", port_text, "--bind", "127.0.0.1", "--save", "",
-                                   "--appendonly", "no", "--dir", dir_.string(), "--logfile", log_file,
-                                   "--daemonize", "no"};
+  std::vector<std::string> args = {executable,    "--port",    port_text,      "--bind",      "127.0.0.1",
+                                   "--save",      "",          "--appendonly", "no",          "--dir",
+                                   dir_.string(), "--logfile", log_file,       "--daemonize", "no"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -35,20 +35,23 @@ constexpr const char* kDeadLetters = "orders:tenant-7:dead";
 std::unique_ptr<testing::RedisServer> start_redis_or_skip() {
   const std::string executable = testing::RedisServer::find_executable();
   if (executable.empty()) {
-    WARN("SKIPPED: redis-server is not installed (apt-get install redis-server); the Redis Streams "
-         "example is not tested");
+    WARN(
+        "SKIPPED: redis-server is not installed (apt-get install redis-server); the Redis Streams "
+        "example is not tested");
     return nullptr;
   }
   return std::make_unique<testing::RedisServer>(executable);
 }
 
-RedisOptions redis_options(const testing::RedisServer& server) {
-  return {.host = "127.0.0.1", .port = server.port()};
-}
+RedisOptions redis_options(const testing::RedisServer& server) { return {.host = "127.0.0.1", .port = server.port()}; }
 
 IngressOptions ingress_options(const std::string& consumer_name = "ingress-a") {
-  return {.stream = kStream, .group = "boxcar", .consumer_name = consumer_name, .batch_size = 3,
-          .block = 100ms, .backoff = {.base = 10ms, .cap = 50ms}};
+  return {.stream = kStream,
+          .group = "boxcar",
+          .consumer_name = consumer_name,
+          .batch_size = 3,
+          .block = 100ms,
+          .backoff = {.base = 10ms, .cap = 50ms}};
 }
 
 using Fields = std::vector<std::pair<std::string, std::string>>;
@@ -72,9 +75,7 @@ std::string xadd(RedisClient& redis, const Fields& fields, const std::string& st
 long long pending(RedisClient& redis, const std::string& stream = kStream) {
   return redis.call({"XPENDING", stream, "boxcar"}).elements.at(0).integer;
 }
-long long stream_length(RedisClient& redis, const std::string& stream) {
-  return redis.call({"XLEN", stream}).integer;
-}
+long long stream_length(RedisClient& redis, const std::string& stream) { return redis.call({"XLEN", stream}).integer; }
 
 /// The dead-letter stream's entries as field maps, oldest first.
 std::vector<std::map<std::string, std::string>> dead_letters(RedisClient& redis,
@@ -203,8 +204,8 @@ TEST_CASE("a storage failure acknowledges nothing, and the pending entries are a
   RedisClient redis(redis_options(*server));
 
   {
-    const std::string dead_url = "postgresql://boxcar@127.0.0.1:" + std::to_string(closed_loopback_port()) +
-                                 "/postgres?connect_timeout=2";
+    const std::string dead_url =
+        "postgresql://boxcar@127.0.0.1:" + std::to_string(closed_loopback_port()) + "/postgres?connect_timeout=2";
     boxcar::Inbox unreachable(boxcar::ConnectionPool::create({.url = dead_url, .size = 1}), inbox_options(db));
     StreamIngress ingress(unreachable, redis_options(*server), ingress_options());
     ingress.ensure_group();
@@ -294,13 +295,12 @@ TEST_CASE("the running consumer accepts new entries as they arrive and stops whe
   CHECK(pending(redis) == 0);
 }
 
-TEST_CASE("the running consumer backs off and retries while the database is down, acknowledging nothing",
-          "[redis]") {
+TEST_CASE("the running consumer backs off and retries while the database is down, acknowledging nothing", "[redis]") {
   const auto server = start_redis_or_skip();
   if (!server) return;
   boxcar::testing::TestSchema db;
-  const std::string dead_url = "postgresql://boxcar@127.0.0.1:" + std::to_string(closed_loopback_port()) +
-                               "/postgres?connect_timeout=2";
+  const std::string dead_url =
+      "postgresql://boxcar@127.0.0.1:" + std::to_string(closed_loopback_port()) + "/postgres?connect_timeout=2";
   boxcar::Inbox unreachable(boxcar::ConnectionPool::create({.url = dead_url, .size = 1}), inbox_options(db));
   RedisClient redis(redis_options(*server));
   StreamIngress ingress(unreachable, redis_options(*server), ingress_options());
@@ -333,14 +333,12 @@ TEST_CASE("the example binary migrates, drains the stream with --once and exits 
   xadd(redis, order("m-1", R"({"orderId":"o-1"})"));
   xadd(redis, order("m-2", R"({"orderId":"o-2"})", ""));
 
-  const std::map<std::string, std::string> env = {
-      {"BOXCAR_DATABASE_URL", db.url()}, {"BOXCAR_SCHEMA", schema},     {"REDIS_URL", server->url()},
-      {"REDIS_TENANTS", "tenant-7"},     {"REDIS_GROUP", "boxcar"},     {"REDIS_CONSUMER_NAME", "bin-1"},
-      {"REDIS_BLOCK_MS", "100"}};
+  const std::map<std::string, std::string> env = {{"BOXCAR_DATABASE_URL", db.url()}, {"BOXCAR_SCHEMA", schema},
+                                                  {"REDIS_URL", server->url()},      {"REDIS_TENANTS", "tenant-7"},
+                                                  {"REDIS_GROUP", "boxcar"},         {"REDIS_CONSUMER_NAME", "bin-1"},
+                                                  {"REDIS_BLOCK_MS", "100"}};
   CHECK(wait_exit_code(spawn_ingress({"--once"}, env), 60s) == 0);
-  const auto count = [&] {
-    return db.count("SELECT count(*) FROM \"" + schema + "\".inbox_receipts");
-  };
+  const auto count = [&] { return db.count("SELECT count(*) FROM \"" + schema + "\".inbox_receipts"); };
   CHECK(count() == 1);
   CHECK(pending(redis) == 0);
   CHECK(stream_length(redis, kDeadLetters) == 1);
@@ -356,8 +354,10 @@ TEST_CASE("the example binary migrates, drains the stream with --once and exits 
   db.query("DROP SCHEMA IF EXISTS \"" + schema + "\" CASCADE");
 }
 
-TEST_CASE("the tenant is the stream key, which only that tenant's ACL user can write, and an entry naming another "
-          "tenant is dead-lettered", "[redis]") {
+TEST_CASE(
+    "the tenant is the stream key, which only that tenant's ACL user can write, and an entry naming another "
+    "tenant is dead-lettered",
+    "[redis]") {
   const auto server = start_redis_or_skip();
   if (!server) return;
   boxcar::testing::TestSchema db;
@@ -391,8 +391,8 @@ TEST_CASE("the tenant is the stream key, which only that tenant's ACL user can w
   claims_seven.emplace_back("tenant", "tenant-7");
   xadd(tenant8, claims_seven, "orders:tenant-8");
   // tenant-7 cannot write tenant-8's stream at all: Redis refuses it.
-  const RedisValue refused = tenant7.command({"XADD", "orders:tenant-8", "*", "id", "m-3", "type", "order.created",
-                                              "version", "1", "data", "{}"});
+  const RedisValue refused = tenant7.command(
+      {"XADD", "orders:tenant-8", "*", "id", "m-3", "type", "order.created", "version", "1", "data", "{}"});
   REQUIRE(refused.is_error());
   CHECK(refused.str.starts_with("NOPERM"));
 
@@ -402,7 +402,7 @@ TEST_CASE("the tenant is the stream key, which only that tenant's ACL user can w
   CHECK(stats8.accepted == 1);
   CHECK(stats8.dead_lettered == 1);
   CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'm-1' "
-                  "AND scope_kind = 'tenant' AND scope_id IN ('tenant-7', 'tenant-8')") == 2);
+                 "AND scope_kind = 'tenant' AND scope_id IN ('tenant-7', 'tenant-8')") == 2);
   CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id IN ('m-2', 'm-3')") == 0);
   const auto dead = dead_letters(admin, "orders:tenant-8:dead");
   REQUIRE(dead.size() == 1);

@@ -41,8 +41,8 @@ std::vector<StreamEntry> parse_entries(const RedisValue& list) {
 }
 
 MappedEntry rejected(std::string code, std::string field, std::string message) {
-  return MappedEntry{.error_code = std::move(code), .error_field = std::move(field),
-                     .error_message = std::move(message)};
+  return MappedEntry{
+      .error_code = std::move(code), .error_field = std::move(field), .error_message = std::move(message)};
 }
 
 /// Sleeps up to `delay`, waking early when `stop` is set.
@@ -102,8 +102,7 @@ std::string entry_field_of(const std::string& inbox_field) {
 }
 
 MappedEntry map_entry(const StreamEntry& entry, const IngressOptions& options) {
-  if (entry.deleted)
-    return rejected("STREAM_ENTRY_DELETED", "", "the entry was deleted from the stream while pending");
+  if (entry.deleted) return rejected("STREAM_ENTRY_DELETED", "", "the entry was deleted from the stream while pending");
 
   std::map<std::string, std::string> fields;
   for (const auto& [name, value] : entry.fields) {
@@ -171,8 +170,8 @@ void StreamIngress::ensure_group() {
 }
 
 std::vector<StreamEntry> StreamIngress::xreadgroup(const std::string& from, std::chrono::milliseconds block) {
-  std::vector<std::string> args = {"XREADGROUP", "GROUP", options_.group, options_.consumer_name,
-                                   "COUNT", std::to_string(options_.batch_size)};
+  std::vector<std::string> args = {"XREADGROUP",           "GROUP", options_.group,
+                                   options_.consumer_name, "COUNT", std::to_string(options_.batch_size)};
   if (block > 0ms) {
     args.push_back("BLOCK");
     args.push_back(std::to_string(block.count()));
@@ -208,8 +207,10 @@ IngressStats StreamIngress::process(const std::vector<StreamEntry>& entries) {
     // Nothing is acknowledged, not even entries that were invalid anyway: the batch is
     // retried as a whole, and the redelivery reconciles an uncertain commit.
     boxcar::log_event(log(), boxcar::LogLevel::Warn, "batch not stored; leaving it pending",
-                      {{"stream", options_.stream}, {"entries", std::to_string(entries.size())},
-                       {"code", e.code()}, {"error", e.what()}});
+                      {{"stream", options_.stream},
+                       {"entries", std::to_string(entries.size())},
+                       {"code", e.code()},
+                       {"error", e.what()}});
     stats.storage_failures = 1;
     return stats;
   }
@@ -255,18 +256,28 @@ IngressStats StreamIngress::process(const std::vector<StreamEntry>& entries) {
     // lose a rejected entry nor dead-letter it twice.
     redis().call({"MULTI"});
     for (const DeadLetter& d : dead) {
-      std::vector<std::string> xadd = {"XADD", options_.dead_letter(), "*",
-                                       "error_code", d.code, "error_field", d.field,
-                                       "error", d.message, "entry_id", d.entry->id,
-                                       "stream", options_.stream, "group", options_.group};
+      std::vector<std::string> xadd = {"XADD",
+                                       options_.dead_letter(),
+                                       "*",
+                                       "error_code",
+                                       d.code,
+                                       "error_field",
+                                       d.field,
+                                       "error",
+                                       d.message,
+                                       "entry_id",
+                                       d.entry->id,
+                                       "stream",
+                                       options_.stream,
+                                       "group",
+                                       options_.group};
       for (const auto& [name, value] : d.entry->fields) {
         xadd.push_back(name);
         xadd.push_back(value);
       }
       redis().call(xadd);  // QUEUED
       boxcar::log_event(log(), boxcar::LogLevel::Warn, "entry dead-lettered",
-                        {{"stream", options_.stream}, {"entry_id", d.entry->id},
-                         {"code", d.code}, {"field", d.field}});
+                        {{"stream", options_.stream}, {"entry_id", d.entry->id}, {"code", d.code}, {"field", d.field}});
     }
     redis().call(xack);  // QUEUED
     const RedisValue exec = redis().call({"EXEC"});
@@ -298,10 +309,9 @@ IngressStats StreamIngress::claim_idle() {
   IngressStats total;
   std::string cursor = "0-0";
   do {
-    const RedisValue reply =
-        redis().call({"XAUTOCLAIM", options_.stream, options_.group, options_.consumer_name,
-                      std::to_string(options_.claim_min_idle.count()), cursor, "COUNT",
-                      std::to_string(options_.batch_size)});
+    const RedisValue reply = redis().call({"XAUTOCLAIM", options_.stream, options_.group, options_.consumer_name,
+                                           std::to_string(options_.claim_min_idle.count()), cursor, "COUNT",
+                                           std::to_string(options_.batch_size)});
     // [next cursor, claimed entries, (Redis 7) ids of deleted entries dropped from the PEL]
     if (reply.elements.size() < 2) break;
     cursor = reply.elements[0].str;

@@ -59,8 +59,8 @@ int env_int(const char* name, int fallback, int min, int max) {
   int number = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
   if (error != std::errc() || end != text.data() + text.size() || number < min || number > max) {
-    throw UsageError(std::string(name) + " must be an integer in [" + std::to_string(min) + ", " +
-                     std::to_string(max) + "], got '" + text + "'");
+    throw UsageError(std::string(name) + " must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+                     "], got '" + text + "'");
   }
   return number;
 }
@@ -100,7 +100,7 @@ int usage(const std::string& problem) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  struct sigaction action{};
+  struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);

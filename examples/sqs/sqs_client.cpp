@@ -150,14 +150,13 @@ json SqsClient::call(const std::string& action, const json& request, std::chrono
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
   json answer = json::parse(response.empty() ? std::string("{}") : response, nullptr, /*allow_exceptions=*/false);
   if (status >= 300) {
-    throw SqsError(error_code_of(answer), "sqs " + action + ": HTTP " + std::to_string(status) + ": " +
-                                              error_message_of(answer, response),
+    throw SqsError(error_code_of(answer),
+                   "sqs " + action + ": HTTP " + std::to_string(status) + ": " + error_message_of(answer, response),
                    status);
   }
   if (answer.is_discarded() || !answer.is_object()) {
-    throw SqsError("SQS_RESPONSE_INVALID", "sqs " + action + ": the answer is not a JSON object: " +
-                                               response.substr(0, 300),
-                   status);
+    throw SqsError("SQS_RESPONSE_INVALID",
+                   "sqs " + action + ": the answer is not a JSON object: " + response.substr(0, 300), status);
   }
   return answer;
 }

@@ -72,8 +72,8 @@ struct SqsMessage {
 };
 
 struct ReceiveOptions {
-  int max_messages = 10;    // 1..10
-  int wait_seconds = 20;    // long poll, 0..20
+  int max_messages = 10;  // 1..10
+  int wait_seconds = 20;  // long poll, 0..20
   /// Override of the queue's visibility timeout for these messages; nullopt: the queue's.
   std::optional<int> visibility_timeout_seconds{};
 };

@@ -222,16 +222,15 @@ IngressStats SqsIngress::process(const std::vector<SqsMessage>& messages) {
         reason = e.what();
       } catch (const InboxConflictError& e) {
         field = "event-id";  // the identity was reused for other content
-        reason = "identity already retained as receipt " + std::to_string(e.existing_id()) +
-                 " with a different fingerprint";
+        reason =
+            "identity already retained as receipt " + std::to_string(e.existing_id()) + " with a different fingerprint";
       } catch (const std::exception& e) {
         reason = e.what();
       }
     }
     dead_index[id] = i;
-    dead.push_back({.id = id,
-                    .body = messages[i].body,
-                    .attributes = dead_letter_attributes(messages[i], code, field, reason)});
+    dead.push_back(
+        {.id = id, .body = messages[i].body, .attributes = dead_letter_attributes(messages[i], code, field, reason)});
     log_event(log(), LogLevel::Warn, "dead-lettering message",
               {{"tenant", queue_.tenant},
                {"event_id", attribute_text(messages[i], "event-id")},

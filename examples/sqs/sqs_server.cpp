@@ -152,7 +152,9 @@ SqsServer::SqsServer() {
   const fs::path port_file = dir_ / "port";
   const fs::path log_file = dir_ / "server.log";
   std::vector<std::string> args = {node_executable(), (fs::path(EXAMPLE_SQS_SERVER_DIR) / "sqs_server.js").string(),
-                                   "--host", "127.0.0.1", "--port", "0", "--port-file", port_file.string()};
+                                   "--host",          "127.0.0.1",
+                                   "--port",          "0",
+                                   "--port-file",     port_file.string()};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -168,7 +168,7 @@ TEST_CASE("accepted messages are deleted, and a redelivery of an accepted event 
   CHECK(receipts(db) == 2);
   // The tenant is the queue's.
   CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_kind = 'tenant' AND scope_id = "
-                  "'tenant-7'") == 2);
+                 "'tenant-7'") == 2);
   CHECK(messages_in(sqs, queue.queue_url) == 0);
 
   // SQS itself redelivers: an ingress accepted evt-3 and died before its delete. The same
@@ -191,9 +191,10 @@ TEST_CASE("accepted messages are deleted, and a redelivery of an accepted event 
   CHECK(messages_in(sqs, queue.dead_letter_queue_url) == 0);
 }
 
-TEST_CASE("a database outage deletes nothing: the messages reappear after their visibility timeout and are accepted "
-          "once the database is back",
-          "[sqs]") {
+TEST_CASE(
+    "a database outage deletes nothing: the messages reappear after their visibility timeout and are accepted "
+    "once the database is back",
+    "[sqs]") {
   const auto server = start_sqs_or_skip();
   if (!server) return;
   boxcar::testing::TestSchema db;
@@ -252,9 +253,10 @@ TEST_CASE("a database outage deletes nothing: the messages reappear after their 
   CHECK(messages_in(sqs, queue.dead_letter_queue_url) == 1);
 }
 
-TEST_CASE("poison messages go to the dead-letter queue with their reason and leave the source queue, and the "
-          "messages around them are accepted",
-          "[sqs]") {
+TEST_CASE(
+    "poison messages go to the dead-letter queue with their reason and leave the source queue, and the "
+    "messages around them are accepted",
+    "[sqs]") {
   const auto server = start_sqs_or_skip();
   if (!server) return;
   boxcar::testing::TestSchema db;
@@ -267,8 +269,7 @@ TEST_CASE("poison messages go to the dead-letter queue with their reason and lea
   REQUIRE(ingress.drain().accepted == 1);
 
   std::map<std::string, std::string> poison;  // SQS MessageId -> what is wrong with it
-  poison[sqs.send_message(queue.queue_url, R"({"orderId":"o-1","total":11})", order_attributes("evt-1"))] =
-      "conflict";
+  poison[sqs.send_message(queue.queue_url, R"({"orderId":"o-1","total":11})", order_attributes("evt-1"))] = "conflict";
   sqs.send_message(queue.queue_url, R"({"orderId":"o-2"})", order_attributes("evt-2"));
   poison[sqs.send_message(queue.queue_url, "not json", order_attributes("evt-3"))] = "not json";
   poison[sqs.send_message(queue.queue_url, R"({"orderId":"o-4"})", order_attributes("evt-4", ""))] = "no type";
@@ -321,13 +322,13 @@ TEST_CASE("the ingress binary takes each tenant from its queue and exits 0 with 
 
   const std::string tenant_queues = "tenant-7=" + seven.queue_url + " tenant-9=" + nine.queue_url;
   const pid_t pid = spawn_ingress({"--once"}, {{"BOXCAR_DATABASE_URL", db.url()},
-                                              {"BOXCAR_SCHEMA", db.schema()},
-                                              {"SQS_ENDPOINT", server->endpoint()},
-                                              {"SQS_TENANT_QUEUES", tenant_queues},
-                                              {"SQS_WAIT_SECONDS", "0"},
-                                              // Exercises SigV4 signing (the local server does not check it).
-                                              {"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
-                                              {"AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}});
+                                               {"BOXCAR_SCHEMA", db.schema()},
+                                               {"SQS_ENDPOINT", server->endpoint()},
+                                               {"SQS_TENANT_QUEUES", tenant_queues},
+                                               {"SQS_WAIT_SECONDS", "0"},
+                                               // Exercises SigV4 signing (the local server does not check it).
+                                               {"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
+                                               {"AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}});
   CHECK(wait_exit_code(pid, 60s) == 0);
   CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_id = 'tenant-7'") == 1);
   CHECK(db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_id = 'tenant-9'") == 2);
@@ -335,8 +336,8 @@ TEST_CASE("the ingress binary takes each tenant from its queue and exits 0 with 
   CHECK(messages_in(sqs, nine.queue_url) == 0);
 
   // A configuration error is a usage error.
-  const pid_t bad = spawn_ingress({"--once"}, {{"BOXCAR_DATABASE_URL", db.url()},
-                                              {"SQS_ENDPOINT", server->endpoint()},
-                                              {"SQS_TENANT_QUEUES", "no-url-here"}});
+  const pid_t bad = spawn_ingress(
+      {"--once"},
+      {{"BOXCAR_DATABASE_URL", db.url()}, {"SQS_ENDPOINT", server->endpoint()}, {"SQS_TENANT_QUEUES", "no-url-here"}});
   CHECK(wait_exit_code(bad, 30s) == 2);
 }

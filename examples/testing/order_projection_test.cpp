@@ -33,8 +33,13 @@ class OrderProjection final : public boxcar::InboxHandler {
 };
 
 boxcar::AcceptRequest order(const std::string& id, const std::string& order_id) {
-  return {.scope = boxcar::Scope::tenant("tenant-7"), .source = "orders-service", .consumer = "orders.projection.v1",
-          .message_id = id, .event_type = "order.created", .schema_version = 1, .payload = {{"orderId", order_id}}};
+  return {.scope = boxcar::Scope::tenant("tenant-7"),
+          .source = "orders-service",
+          .consumer = "orders.projection.v1",
+          .message_id = id,
+          .event_type = "order.created",
+          .schema_version = 1,
+          .payload = {{"orderId", order_id}}};
 }
 
 // What every test needs: its own schema with the application's table, and the real
@@ -43,7 +48,8 @@ struct App {
   boxcar::testing::TestSchema db;
   boxcar::Inbox inbox{db.pool(), {.schema = db.schema(), .consumers = {"orders.projection.v1"}, .notify = false}};
   boxcar::OutboxEmitter outbox{db.pool(), {.schema = db.schema(), .notify = false}};
-  boxcar::Worker worker{db.pool(), {.schema = db.schema(), .consumers = {"orders.projection.v1"}},
+  boxcar::Worker worker{db.pool(),
+                        {.schema = db.schema(), .consumers = {"orders.projection.v1"}},
                         {{.consumer = "orders.projection.v1",
                           .supports = {{"order.created", 1}},
                           .handler = std::make_shared<OrderProjection>(

@@ -63,8 +63,8 @@ int main() {
     auto pool = boxcar::ConnectionPool::create({.url = url});
     boxcar::Inbox inbox(pool, {.schema = schema, .consumers = {consumer}});
     webhook::Server server(inbox, {.listen = listen, .keys = std::move(keys), .consumer = consumer});
-    spdlog::info("example_webhook: POST http://{}{} (port {}), consumer {}", listen, webhook::kPath,
-                 server.port(), consumer);
+    spdlog::info("example_webhook: POST http://{}{} (port {}), consumer {}", listen, webhook::kPath, server.port(),
+                 consumer);
 
     int signal = 0;
     sigwait(&stop_signals, &signal);

@@ -19,8 +19,7 @@ constexpr std::string_view kSignatureVersion = "v1,";
 constexpr std::size_t kMacSize = 32;  // SHA-256
 using Mac = std::array<std::uint8_t, kMacSize>;
 
-constexpr std::string_view kBase64Alphabet =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+constexpr std::string_view kBase64Alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 int base64_value(char c) noexcept {
   if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -140,11 +139,16 @@ std::vector<SigningKey> parse_secrets(std::string_view spec) {
 
 const char* to_string(VerifyStatus status) noexcept {
   switch (status) {
-    case VerifyStatus::Verified: return "verified";
-    case VerifyStatus::MissingHeader: return "missing_header";
-    case VerifyStatus::InvalidTimestamp: return "invalid_timestamp";
-    case VerifyStatus::StaleTimestamp: return "stale_timestamp";
-    case VerifyStatus::NoMatchingSignature: return "no_matching_signature";
+    case VerifyStatus::Verified:
+      return "verified";
+    case VerifyStatus::MissingHeader:
+      return "missing_header";
+    case VerifyStatus::InvalidTimestamp:
+      return "invalid_timestamp";
+    case VerifyStatus::StaleTimestamp:
+      return "stale_timestamp";
+    case VerifyStatus::NoMatchingSignature:
+      return "no_matching_signature";
   }
   return "unknown";
 }
@@ -172,8 +176,7 @@ VerifyResult verify(std::span<const SigningKey> keys, const VerifyInput& input,
   if (parsed.ec != std::errc{} || parsed.ptr != end || input.timestamp.front() == '-')
     return {.status = VerifyStatus::InvalidTimestamp};
   // Reject before any HMAC work: a stale delivery is a replay or a clock problem.
-  const std::int64_t now_seconds =
-      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  const std::int64_t now_seconds = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   if (timestamp < now_seconds - tolerance.count() || timestamp > now_seconds + tolerance.count())
     return {.status = VerifyStatus::StaleTimestamp};
 

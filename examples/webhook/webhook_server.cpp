@@ -43,8 +43,7 @@ void send(mg_connection* conn, const Response& response) {
   mg_response_header_add(conn, "Content-Type", "application/json", -1);
   mg_response_header_add(conn, "Content-Length", length.c_str(), -1);
   mg_response_header_add(conn, "Cache-Control", "no-store", -1);
-  for (const auto& [name, value] : response.headers)
-    mg_response_header_add(conn, name.c_str(), value.c_str(), -1);
+  for (const auto& [name, value] : response.headers) mg_response_header_add(conn, name.c_str(), value.c_str(), -1);
   mg_response_header_send(conn);
   mg_write(conn, body.data(), body.size());
 }
@@ -109,8 +108,8 @@ struct Server::Impl {
       return rejection(404, "NOT_FOUND", "no such endpoint");
 
     // 1. The raw body, bounded: the signature covers these exact bytes.
-    const Response too_large = rejection(413, "BODY_TOO_LARGE",
-                                         "body exceeds " + std::to_string(options.max_body_bytes) + " bytes");
+    const Response too_large =
+        rejection(413, "BODY_TOO_LARGE", "body exceeds " + std::to_string(options.max_body_bytes) + " bytes");
     if (request->content_length > static_cast<long long>(options.max_body_bytes)) return too_large;
     std::string body;
     if (request->content_length > 0) body.reserve(static_cast<std::size_t>(request->content_length));
@@ -194,10 +193,7 @@ struct Server::Impl {
       // Not recorded, or (uncertain) maybe recorded: either way the redelivery of the
       // same webhook-id reconciles it (Accepted if it did not land, Duplicate if it did).
       boxcar::log_event(*boxcar::logger("webhook"), boxcar::LogLevel::Error, "webhook not recorded",
-                        {{"tenant", tenant},
-                         {"message_id", std::string(id)},
-                         {"code", e.code()},
-                         {"error", e.what()}});
+                        {{"tenant", tenant}, {"message_id", std::string(id)}, {"code", e.code()}, {"error", e.what()}});
       Response response = rejection(503, e.code(), "not recorded; redeliver the same webhook-id later");
       response.headers.emplace_back("Retry-After", std::to_string(options.retry_after.count()));
       return response;
@@ -205,16 +201,13 @@ struct Server::Impl {
   }
 };
 
-Server::Server(boxcar::Inbox& inbox, ServerOptions options)
-    : impl_(std::make_unique<Impl>(inbox, std::move(options))) {
+Server::Server(boxcar::Inbox& inbox, ServerOptions options) : impl_(std::make_unique<Impl>(inbox, std::move(options))) {
   if (impl_->options.keys.empty()) throw std::invalid_argument("webhook: no signing keys configured");
   const std::string threads = std::to_string(impl_->options.threads);
   // No document_root: civetweb serves no files, only the handler below.
-  const char* configuration[] = {"listening_ports",    impl_->options.listen.c_str(),
-                                 "num_threads",        threads.c_str(),
-                                 "request_timeout_ms", "30000",
-                                 "enable_keep_alive",  "no",
-                                 nullptr};
+  const char* configuration[] = {
+      "listening_ports", impl_->options.listen.c_str(), "num_threads", threads.c_str(), "request_timeout_ms",
+      "30000",           "enable_keep_alive",           "no",          nullptr};
   mg_callbacks callbacks{};
   callbacks.log_message = &log_message;
   mg_init_data init{};

@@ -134,8 +134,7 @@ std::string request_text(const Delivery& d, const std::string& method = "POST",
 HttpResponse post(int port, const Delivery& d) { return http_request(port, request_text(d)); }
 
 std::string order_created(const std::string& order_id, double total = 99.5) {
-  return Json{{"type", "order.created"}, {"version", 1}, {"data", {{"orderId", order_id}, {"total", total}}}}
-      .dump();
+  return Json{{"type", "order.created"}, {"version", 1}, {"data", {{"orderId", order_id}, {"total", total}}}}.dump();
 }
 
 /// A port nothing listens on: bound once, then released.
@@ -184,7 +183,8 @@ TEST_CASE("verify accepts the Standard Webhooks reference signature") {
 TEST_CASE("verify rejects a tampered body, id or timestamp and a foreign key") {
   const auto keys = webhook::parse_secrets(kSecretsSpec);
   const auto now = std::chrono::system_clock::now();
-  const std::string ts = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count());
+  const std::string ts =
+      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count());
   const std::string body = R"({"type":"order.created","data":{"orderId":"o-1"}})";
   const std::string signature = webhook::sign(webhook::decode_secret(kSecretA1), "evt-1", ts, body);
   const auto check = [&](webhook::VerifyInput input) { return webhook::verify(keys, input, now).status; };
@@ -210,7 +210,8 @@ TEST_CASE("verify rejects a tampered body, id or timestamp and a foreign key") {
 TEST_CASE("verify names the tenant of whichever key verified, including a rotated one") {
   const auto keys = webhook::parse_secrets(kSecretsSpec);
   const auto now = std::chrono::system_clock::now();
-  const std::string ts = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count());
+  const std::string ts =
+      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count());
   const std::string body = "{}";
   const auto tenant_for = [&](const std::string& secret) {
     const std::string sig = webhook::sign(webhook::decode_secret(secret), "evt-1", ts, body);
@@ -233,8 +234,8 @@ TEST_CASE("verify rejects timestamps outside the tolerance, malformed timestamps
   const auto keys = webhook::parse_secrets(kSecretsSpec);
   const auto now = std::chrono::system_clock::now();
   const auto status_at = [&](std::chrono::seconds offset) {
-    const std::string ts = std::to_string(
-        std::chrono::duration_cast<std::chrono::seconds>((now + offset).time_since_epoch()).count());
+    const std::string ts =
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>((now + offset).time_since_epoch()).count());
     const std::string sig = webhook::sign(webhook::decode_secret(kSecretA1), "evt-1", ts, "{}");
     return webhook::verify(keys, {.id = "evt-1", .timestamp = ts, .signature = sig, .body = "{}"}, now).status;
   };
@@ -269,13 +270,16 @@ TEST_CASE("signatures are compared over every byte, in constant time, and must b
 
   const auto keys = webhook::parse_secrets(kSecretsSpec);
   const auto now = std::chrono::system_clock::now();
-  const std::string ts = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count());
+  const std::string ts =
+      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count());
   const std::string good = webhook::sign(webhook::decode_secret(kSecretA1), "evt-1", ts, "{}");
   std::vector<std::uint8_t> raw;
   REQUIRE(webhook::base64_decode(good.substr(3), raw));
   const auto with = [&](std::vector<std::uint8_t> m) {
-    return webhook::verify(keys, {.id = "evt-1", .timestamp = ts, .signature = "v1," + webhook::base64_encode(m),
-                                  .body = "{}"}, now).status;
+    return webhook::verify(
+               keys, {.id = "evt-1", .timestamp = ts, .signature = "v1," + webhook::base64_encode(m), .body = "{}"},
+               now)
+        .status;
   };
   CHECK(with(raw) == webhook::VerifyStatus::Verified);
   auto flipped_first = raw, flipped_last = raw;
@@ -415,7 +419,7 @@ TEST_CASE("a delivery signed only with the rotated second secret verifies for th
   INFO(r.body);
   REQUIRE(r.status == 202);
   CHECK(f.db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_id = 'tenant-a' AND "
-                    "message_id = 'evt-rotated'") == 1);
+                   "message_id = 'evt-rotated'") == 1);
 
   // A sender mid-rotation sends both; tenant-b's key maps to tenant-b.
   Delivery both{.id = "evt-both", .body = order_created("o-8")};
@@ -432,16 +436,16 @@ TEST_CASE("an invalid body is rejected with 400 naming the field, and nothing is
     std::string field;
   };
   const Case c = GENERATE(values<Case>({
-      {R"({"type":"order.created","data":)", "body/data"},                                // not JSON
-      {R"({"type":"a","type":"b","data":{}})", "body/type"},                              // duplicate key
-      {R"([1,2,3])", "body"},                                                             // not an object
-      {R"({"data":{"orderId":"o-1"}})", "type"},                                          // missing type
-      {R"({"type":7,"data":{}})", "type"},                                                // type not a string
-      {R"({"type":"","data":{}})", "type"},                                               // InboxValidationError
-      {R"({"type":"order.created","version":"1","data":{}})", "version"},                 // not an integer
-      {R"({"type":"order.created","version":0,"data":{}})", "version"},                   // InboxValidationError
-      {R"({"type":"order.created"})", "data"},                                            // missing data
-      {R"({"type":"order.created","data":{"n":9007199254740993}})", "body/data/n"},      // unsafe integer
+      {R"({"type":"order.created","data":)", "body/data"},                           // not JSON
+      {R"({"type":"a","type":"b","data":{}})", "body/type"},                         // duplicate key
+      {R"([1,2,3])", "body"},                                                        // not an object
+      {R"({"data":{"orderId":"o-1"}})", "type"},                                     // missing type
+      {R"({"type":7,"data":{}})", "type"},                                           // type not a string
+      {R"({"type":"","data":{}})", "type"},                                          // InboxValidationError
+      {R"({"type":"order.created","version":"1","data":{}})", "version"},            // not an integer
+      {R"({"type":"order.created","version":0,"data":{}})", "version"},              // InboxValidationError
+      {R"({"type":"order.created"})", "data"},                                       // missing data
+      {R"({"type":"order.created","data":{"n":9007199254740993}})", "body/data/n"},  // unsafe integer
   }));
   Delivery d{.id = "evt-invalid", .body = c.body};
   const HttpResponse r = post(f.port(), d.signed_with({kSecretA1}));
@@ -549,7 +553,7 @@ TEST_CASE("the example_webhook binary migrates its schema, serves a signed deliv
     } catch (const std::runtime_error&) {
       int status = 0;
       REQUIRE(::waitpid(pid, &status, WNOHANG) == 0);  // still running
-      REQUIRE(attempt < 300);                           // 15 s
+      REQUIRE(attempt < 300);                          // 15 s
       std::this_thread::sleep_for(50ms);
     }
   }

@@ -22,7 +22,8 @@ ClaimedReceipt ClaimedReceipt::from_row(const pqxx::row& row) {
   r.id = row["id"].as<std::int64_t>();
   r.claim_token = row["claim_token"].is_null() ? "" : row["claim_token"].as<std::string>();
   r.attempt = row["attempts"].as<int>();
-  r.scope = row["scope_kind"].as<std::string>() == "global" ? Scope::global() : Scope::tenant(row["scope_id"].as<std::string>());
+  r.scope = row["scope_kind"].as<std::string>() == "global" ? Scope::global()
+                                                            : Scope::tenant(row["scope_id"].as<std::string>());
   r.source = row["source"].as<std::string>();
   r.consumer = row["consumer"].as<std::string>();
   r.message_id = row["message_id"].as<std::string>();

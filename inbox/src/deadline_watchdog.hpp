@@ -26,8 +26,7 @@ class DeadlineWatchdog {
   /// arm() now, disarm() at scope exit.
   class Armed {
    public:
-    Armed(DeadlineWatchdog& watchdog, std::chrono::steady_clock::time_point deadline,
-          std::function<void()> action)
+    Armed(DeadlineWatchdog& watchdog, std::chrono::steady_clock::time_point deadline, std::function<void()> action)
         : watchdog_(watchdog) {
       watchdog_.arm(deadline, std::move(action));
     }

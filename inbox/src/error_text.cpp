@@ -15,8 +15,7 @@ std::string bounded_error_text(const std::string& text, std::size_t max_bytes) {
   while (i < text.size() && clean.size() < max_bytes) {
     const auto c = static_cast<unsigned char>(text[i]);
     const std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (len == 0 || i + len > text.size() || !is_valid_utf8(std::string_view(text).substr(i, len)) ||
-        c == 0) {
+    if (len == 0 || i + len > text.size() || !is_valid_utf8(std::string_view(text).substr(i, len)) || c == 0) {
       clean += '?';
       ++i;
       continue;

@@ -52,8 +52,7 @@ class InFlightRegistry {
   std::vector<std::thread::id> overdue(Clock::time_point cutoff) const;
   /// Marks the running attempt of `thread` abandoned and, while its connection is still
   /// certainly alive, passes it to `while_alive`. nullopt when that thread runs no attempt.
-  std::optional<Abandoned> abandon(std::thread::id thread,
-                                   const std::function<void(pqxx::connection&)>& while_alive);
+  std::optional<Abandoned> abandon(std::thread::id thread, const std::function<void(pqxx::connection&)>& while_alive);
 
  private:
   struct Running {

@@ -8,7 +8,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-
 #include "boxcar/core/detail/database_errors.hpp"
 #include "boxcar/core/detail/async_notifier.hpp"
 #include "boxcar/core/sql_identifier.hpp"
@@ -20,18 +19,16 @@
 namespace boxcar {
 namespace {
 
-InboxStorageError storage_error(std::exception_ptr error, std::string_view doing,
-                                bool commit_in_flight) {
+InboxStorageError storage_error(std::exception_ptr error, std::string_view doing, bool commit_in_flight) {
   const DatabaseError e = detail::to_database_error(std::move(error), doing, commit_in_flight);
   return InboxStorageError(e.what(), e.sqlstate(), e.uncertain());
 }
 
 InboxConflictError conflict_error(const detail::PreparedRequest& p, std::int64_t existing_id) {
-  return InboxConflictError(
-      existing_id, "identity (" + p.scope_kind + (p.scope_id.empty() ? "" : ":" + p.scope_id) +
-                       ", " + p.source + ", " + p.consumer + ", " + p.message_id +
-                       ") is already retained as receipt " + std::to_string(existing_id) +
-                       " with different content; the stored record is unchanged");
+  return InboxConflictError(existing_id, "identity (" + p.scope_kind + (p.scope_id.empty() ? "" : ":" + p.scope_id) +
+                                             ", " + p.source + ", " + p.consumer + ", " + p.message_id +
+                                             ") is already retained as receipt " + std::to_string(existing_id) +
+                                             " with different content; the stored record is unchanged");
 }
 
 // One JSON string. The fields were validated as UTF-8 without U+0000, so only quotes,
@@ -83,8 +80,7 @@ Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
     : pool_(std::move(pool)), options_(std::move(options)), queries_(std::make_unique<Queries>()) {
   if (!pool_) throw ConfigError("inbox.pool", "a connection pool is required");
   const std::string schema = validate_schema_name(options_.schema, "schema");
-  if (options_.consumers.empty())
-    throw ConfigError("consumers", "declare at least one consumer this module accepts");
+  if (options_.consumers.empty()) throw ConfigError("consumers", "declare at least one consumer this module accepts");
   for (const auto& consumer : options_.consumers) {
     try {
       detail::check_text_field(consumer, "consumer", true);
@@ -131,8 +127,8 @@ Receipt Inbox::accept(const AcceptRequest& request) {
 }
 
 Receipt Inbox::accept_unmetered(const AcceptRequest& request) {
-  const auto p = detail::prepare_request(
-      request, {.consumers = queries_->consumers, .payload_limits = options_.payload_limits});
+  const auto p =
+      detail::prepare_request(request, {.consumers = queries_->consumers, .payload_limits = options_.payload_limits});
 
   for (int round = 1;; ++round) {
     PooledConnection connection;
@@ -144,9 +140,9 @@ Receipt Inbox::accept_unmetered(const AcceptRequest& request) {
     try {
       connection.prepare_once(queries_->insert_name, queries_->insert);
       pqxx::nontransaction statement(*connection);
-      const auto inserted = statement.exec_prepared(
-          queries_->insert_name, p.scope_kind, p.scope_id, p.source, p.consumer, p.message_id,
-          p.event_type, p.schema_version, p.canonical_payload, p.metadata_json, p.fingerprint);
+      const auto inserted =
+          statement.exec_prepared(queries_->insert_name, p.scope_kind, p.scope_id, p.source, p.consumer, p.message_id,
+                                  p.event_type, p.schema_version, p.canonical_payload, p.metadata_json, p.fingerprint);
       if (!inserted.empty()) {
         if (notifier_) notifier_->notify(p.consumer);
         return Receipt{Receipt::Kind::Accepted, inserted[0]["id"].as<std::int64_t>(),
@@ -160,13 +156,12 @@ Receipt Inbox::accept_unmetered(const AcceptRequest& request) {
     try {
       connection.prepare_once(queries_->lookup_name, queries_->lookup);
       pqxx::nontransaction statement(*connection);
-      const auto existing = statement.exec_prepared(queries_->lookup_name, p.consumer, p.source,
-                                                    p.scope_kind, p.scope_id, p.message_id);
+      const auto existing =
+          statement.exec_prepared(queries_->lookup_name, p.consumer, p.source, p.scope_kind, p.scope_id, p.message_id);
       if (existing.empty()) {
         // Purged between our insert and lookup: the identity is free again.
         if (round < kMaxRounds) continue;
-        throw InboxStorageError("accept: identity kept vanishing between insert and lookup", {},
-                                false);
+        throw InboxStorageError("accept: identity kept vanishing between insert and lookup", {}, false);
       }
       const auto id = existing[0]["id"].as<std::int64_t>();
       if (existing[0]["fingerprint"].c_str() != p.fingerprint) throw conflict_error(p, id);
@@ -183,8 +178,7 @@ Receipt Inbox::accept_unmetered(const AcceptRequest& request) {
 std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batch) {
   std::vector<std::optional<AcceptResult>> results(batch.size());
   std::vector<std::optional<detail::PreparedRequest>> prepared(batch.size());
-  const detail::AcceptRules rules{.consumers = queries_->consumers,
-                                  .payload_limits = options_.payload_limits};
+  const detail::AcceptRules rules{.consumers = queries_->consumers, .payload_limits = options_.payload_limits};
   // identity key -> index of its first valid occurrence (the one that inserts)
   std::map<std::string, std::size_t> leaders;
   std::vector<std::string> keys(batch.size());
@@ -267,8 +261,7 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
       break;
     } catch (const RetryBatch&) {
       if (round >= kMaxRounds)
-        throw InboxStorageError("accept_many: identities kept vanishing between insert and lookup",
-                                {}, false);
+        throw InboxStorageError("accept_many: identities kept vanishing between insert and lookup", {}, false);
     } catch (...) {
       const DatabaseError e = detail::to_database_error(std::current_exception(), "accept_many", committing);
       // 40P01 deadlock / 40001 serialization: the batch rolled back whole; run it again.
@@ -294,8 +287,7 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
     }
     const bool accepted = s.inserted && leaders.at(keys[i]) == i;
     count(p.consumer, accepted ? "accepted" : "duplicate");
-    results[i].emplace(Receipt{accepted ? Receipt::Kind::Accepted : Receipt::Kind::Duplicate, s.id,
-                               s.status});
+    results[i].emplace(Receipt{accepted ? Receipt::Kind::Accepted : Receipt::Kind::Duplicate, s.id, s.status});
     if (accepted && notifier_ && notified.insert(p.consumer).second) notifier_->notify(p.consumer);
   }
   std::vector<AcceptResult> out;

@@ -15,8 +15,11 @@ std::size_t LeaseRescuer::release_expired(const std::string& consumer) {
     ++stats_.dead;
     if (options_.metrics) options_.metrics->processed(receipt.consumer, receipt.event_type, "dead");
     log_event(*log_, LogLevel::Warn, "receipt is DEAD: its attempts ended in lease expiry",
-              {{"outcome", "dead"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
-               {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)}});
+              {{"outcome", "dead"},
+               {"consumer", receipt.consumer},
+               {"message_id", receipt.message_id},
+               {"receipt_id", std::to_string(receipt.id)},
+               {"attempt", std::to_string(receipt.attempt)}});
   }
   return dead.size();
 }

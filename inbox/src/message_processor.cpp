@@ -39,14 +39,12 @@ constexpr const char* kEndedBatchText =
 
 std::string demangled_type(const std::type_info& type) {
   int status = 0;
-  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status),
-                                              std::free);
+  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status), std::free);
   return status == 0 && name ? name.get() : type.name();
 }
 
 long long remaining_ms(Clock::time_point deadline) {
-  return std::max<long long>(
-      1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+  return std::max<long long>(1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
 }
 
 // While handlers run on `tx`: registered for shutdown, and watched by the deadline, which
@@ -74,7 +72,7 @@ class RunningHandlers {
 }  // namespace
 
 WorkerStats AtomicWorkerStats::snapshot() const {
-  return {claimed.load(), completed.load(), retried.load(), dead.load(), stale.load(),
+  return {claimed.load(),     completed.load(),     retried.load(),     dead.load(),         stale.load(),
           unsupported.load(), lease_expired.load(), handed_back.load(), handler_calls.load()};
 }
 
@@ -112,13 +110,15 @@ bool MessageProcessor::needs_handler(const ClaimedReceipt& receipt) {
     ++stats_.dead;
     observe(receipt, "dead");
     log_event(*log_, LogLevel::Warn, "receipt is DEAD: its attempts ended in lease expiry",
-              {{"outcome", "dead"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
-               {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)}});
+              {{"outcome", "dead"},
+               {"consumer", receipt.consumer},
+               {"message_id", receipt.message_id},
+               {"receipt_id", std::to_string(receipt.id)},
+               {"attempt", std::to_string(receipt.attempt)}});
     return false;
   }
   const auto it = handlers_.find(receipt.consumer);
-  if (it != handlers_.end() && it->second.supports_pair(receipt.event_type, receipt.schema_version))
-    return true;
+  if (it != handlers_.end() && it->second.supports_pair(receipt.event_type, receipt.schema_version)) return true;
   FailureRecord failure{.permanent = true,
                         .dead_reason = "UNSUPPORTED_EVENT",
                         .error_type = "UnsupportedEvent",
@@ -130,8 +130,11 @@ bool MessageProcessor::needs_handler(const ClaimedReceipt& receipt) {
       ++stats_.dead;
       observe(receipt, "unsupported");
       log_event(*log_, LogLevel::Warn, "receipt is DEAD: " + failure.message,
-                {{"outcome", "unsupported"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
-                 {"receipt_id", std::to_string(receipt.id)}, {"event_type", receipt.event_type}});
+                {{"outcome", "unsupported"},
+                 {"consumer", receipt.consumer},
+                 {"message_id", receipt.message_id},
+                 {"receipt_id", std::to_string(receipt.id)},
+                 {"event_type", receipt.event_type}});
     } else {
       ++stats_.stale;
       observe(receipt, "stale");
@@ -147,9 +150,10 @@ void MessageProcessor::set_deadline(Tx& tx, Clock::time_point deadline) {
   // PostgreSQL 15 has no transaction_timeout: bound each statement, and the idle gaps a
   // handler leaves while it works outside the database (the session ends, its locks go).
   const long long ms = remaining_ms(deadline);
-  tx.exec("SELECT set_config('statement_timeout', $1, true), "
-          "set_config('idle_in_transaction_session_timeout', $2, true)",
-          std::to_string(ms), std::to_string(ms + 500));
+  tx.exec(
+      "SELECT set_config('statement_timeout', $1, true), "
+      "set_config('idle_in_transaction_session_timeout', $2, true)",
+      std::to_string(ms), std::to_string(ms + 500));
 }
 
 void MessageProcessor::invoke(const ClaimedReceipt& receipt, Tx& tx, Clock::time_point deadline,
@@ -173,7 +177,8 @@ void MessageProcessor::invoke(const ClaimedReceipt& receipt, Tx& tx, Clock::time
     Clock::time_point started;
     ~Timer() {
       if (self.options_.metrics)
-        self.options_.metrics->handler_duration(consumer, std::chrono::duration<double>(Clock::now() - started).count());
+        self.options_.metrics->handler_duration(consumer,
+                                                std::chrono::duration<double>(Clock::now() - started).count());
     }
   } timer{*this, receipt.consumer, started};
   handlers_.at(receipt.consumer).handler->handle(receipt.payload, context);
@@ -235,23 +240,34 @@ void MessageProcessor::report_failure(const ClaimedReceipt& receipt, const Failu
     ++stats_.stale;
     observe(receipt, "stale");
     log_event(*log_, LogLevel::Info, "attempt failed after its claim went stale",
-              {{"outcome", "stale"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
-               {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)}});
+              {{"outcome", "stale"},
+               {"consumer", receipt.consumer},
+               {"message_id", receipt.message_id},
+               {"receipt_id", std::to_string(receipt.id)},
+               {"attempt", std::to_string(receipt.attempt)}});
   } else if (*status == "DEAD") {
     ++stats_.dead;
     observe(receipt, "dead");
     log_event(*log_, LogLevel::Warn, "receipt is DEAD",
-              {{"outcome", "dead"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
-               {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)},
+              {{"outcome", "dead"},
+               {"consumer", receipt.consumer},
+               {"message_id", receipt.message_id},
+               {"receipt_id", std::to_string(receipt.id)},
+               {"attempt", std::to_string(receipt.attempt)},
                {"dead_reason", failure.permanent ? failure.dead_reason : "ATTEMPTS_EXHAUSTED"},
-               {"error_type", failure.error_type}, {"error", failure.message}});
+               {"error_type", failure.error_type},
+               {"error", failure.message}});
   } else {
     ++stats_.retried;
     observe(receipt, "retried");
     log_event(*log_, LogLevel::Info, "attempt failed, retrying after backoff",
-              {{"outcome", "retried"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
-               {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)},
-               {"retry_in_ms", std::to_string(failure.retry_delay.count())}, {"error_type", failure.error_type},
+              {{"outcome", "retried"},
+               {"consumer", receipt.consumer},
+               {"message_id", receipt.message_id},
+               {"receipt_id", std::to_string(receipt.id)},
+               {"attempt", std::to_string(receipt.attempt)},
+               {"retry_in_ms", std::to_string(failure.retry_delay.count())},
+               {"error_type", failure.error_type},
                {"error", failure.message}});
   }
 }
@@ -260,8 +276,11 @@ void MessageProcessor::report_stale(const ClaimedReceipt& receipt, const char* w
   ++stats_.stale;
   observe(receipt, "stale");
   log_event(*log_, LogLevel::Info, what,
-            {{"outcome", "stale"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
-             {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)}});
+            {{"outcome", "stale"},
+             {"consumer", receipt.consumer},
+             {"message_id", receipt.message_id},
+             {"receipt_id", std::to_string(receipt.id)},
+             {"attempt", std::to_string(receipt.attempt)}});
 }
 
 bool MessageProcessor::ended_by_handler(Tx& tx, const std::string& xact_id) noexcept {
@@ -301,8 +320,8 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
       // A handler that ended the transaction and then failed is still one whose writes may
       // have committed: the same DEAD, with the failure it ended in.
       if (ended_by_handler(tx, *xact_id))
-        throw HandlerEndedTransaction(std::string(kEndedTransactionText) + " (then it failed: " +
-                                      demangled_type(typeid(e)) + ": " + e.what() + ")");
+        throw HandlerEndedTransaction(std::string(kEndedTransactionText) +
+                                      " (then it failed: " + demangled_type(typeid(e)) + ": " + e.what() + ")");
       throw;
     } catch (...) {
       if (ended_by_handler(tx, *xact_id)) throw HandlerEndedTransaction(kEndedTransactionText);
@@ -318,8 +337,7 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
     } catch (const DatabaseError& e) {
       if (e.uncertain()) {
         // Committed or not, the row tells: COMPLETED, or PROCESSING until its lease expires.
-        log_->warn("receipt {} (message {}) commit outcome unknown: {}", receipt.id, receipt.message_id,
-                   e.what());
+        log_->warn("receipt {} (message {}) commit outcome unknown: {}", receipt.id, receipt.message_id, e.what());
         return;
       }
       throw;
@@ -328,8 +346,11 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
     observe(receipt, "completed");
     if (options_.metrics) options_.metrics->accept_to_complete(receipt.consumer, *age);
     log_event(*log_, LogLevel::Debug, "receipt completed",
-              {{"outcome", "completed"}, {"consumer", receipt.consumer}, {"message_id", receipt.message_id},
-               {"receipt_id", std::to_string(receipt.id)}, {"attempt", std::to_string(receipt.attempt)}});
+              {{"outcome", "completed"},
+               {"consumer", receipt.consumer},
+               {"message_id", receipt.message_id},
+               {"receipt_id", std::to_string(receipt.id)},
+               {"attempt", std::to_string(receipt.attempt)}});
     return;
   } catch (...) {
     failure = describe_current_exception(receipt, deadline);

@@ -21,8 +21,8 @@
 namespace boxcar::detail {
 
 struct AtomicWorkerStats {
-  std::atomic<std::uint64_t> claimed{0}, completed{0}, retried{0}, dead{0}, stale{0}, unsupported{0},
-      lease_expired{0}, handed_back{0}, handler_calls{0};
+  std::atomic<std::uint64_t> claimed{0}, completed{0}, retried{0}, dead{0}, stale{0}, unsupported{0}, lease_expired{0},
+      handed_back{0}, handler_calls{0};
   WorkerStats snapshot() const;
 };
 
@@ -35,8 +35,8 @@ struct HandlerEntry {
 class MessageProcessor {
  public:
   MessageProcessor(std::shared_ptr<ConnectionPool> pool, ReceiptStore& store,
-                   std::map<std::string, HandlerEntry> handlers, const WorkerOptions& options,
-                   AtomicWorkerStats& stats, InFlightRegistry& in_flight);
+                   std::map<std::string, HandlerEntry> handlers, const WorkerOptions& options, AtomicWorkerStats& stats,
+                   InFlightRegistry& in_flight);
 
   /// Processes `batch` (claimed by this worker) and records each outcome. Never throws.
   void process(std::vector<ClaimedReceipt>& batch, DeadlineWatchdog& watchdog);

@@ -8,11 +8,16 @@ namespace boxcar {
 
 const char* to_string(ReceiptStatus status) noexcept {
   switch (status) {
-    case ReceiptStatus::Pending: return "PENDING";
-    case ReceiptStatus::Processing: return "PROCESSING";
-    case ReceiptStatus::Retryable: return "RETRYABLE";
-    case ReceiptStatus::Completed: return "COMPLETED";
-    case ReceiptStatus::Dead: return "DEAD";
+    case ReceiptStatus::Pending:
+      return "PENDING";
+    case ReceiptStatus::Processing:
+      return "PROCESSING";
+    case ReceiptStatus::Retryable:
+      return "RETRYABLE";
+    case ReceiptStatus::Completed:
+      return "COMPLETED";
+    case ReceiptStatus::Dead:
+      return "DEAD";
   }
   return "UNKNOWN";
 }

@@ -45,11 +45,10 @@ void check_text_field(const std::string& value, const char* field, bool required
     return;
   }
   if (value.size() > kMaxIdentityBytes)
-    throw InboxValidationError("INBOX_FIELD_TOO_LONG", field,
-                               "is " + std::to_string(value.size()) + " bytes; the limit is " +
-                                   std::to_string(kMaxIdentityBytes));
-  if (!is_valid_utf8(value))
-    throw InboxValidationError("INBOX_FIELD_INVALID", field, "is not valid UTF-8");
+    throw InboxValidationError(
+        "INBOX_FIELD_TOO_LONG", field,
+        "is " + std::to_string(value.size()) + " bytes; the limit is " + std::to_string(kMaxIdentityBytes));
+  if (!is_valid_utf8(value)) throw InboxValidationError("INBOX_FIELD_INVALID", field, "is not valid UTF-8");
   if (value.find('\0') != std::string::npos)
     throw InboxValidationError("INBOX_FIELD_INVALID", field, "contains U+0000");
 }
@@ -63,8 +62,7 @@ PreparedRequest prepare_request(const AcceptRequest& request, const AcceptRules&
                                  "Scope::global() for intentionally global messages");
     check_text_field(request.scope.id, "scope.id", true);
   } else if (!request.scope.id.empty()) {
-    throw InboxValidationError("INBOX_SCOPE_INVALID", "scope.id",
-                               "a global scope carries no tenant id");
+    throw InboxValidationError("INBOX_SCOPE_INVALID", "scope.id", "a global scope carries no tenant id");
   }
   check_text_field(request.source, "source", true);
   check_text_field(request.consumer, "consumer", true);
@@ -72,8 +70,7 @@ PreparedRequest prepare_request(const AcceptRequest& request, const AcceptRules&
   check_text_field(request.event_type, "event_type", true);
   if (!rules.consumers.contains(request.consumer))
     throw InboxValidationError("INBOX_UNKNOWN_CONSUMER", "consumer",
-                               "'" + request.consumer +
-                                   "' is not among the consumers this inbox declares");
+                               "'" + request.consumer + "' is not among the consumers this inbox declares");
   if (request.schema_version < 1)
     throw InboxValidationError("INBOX_SCHEMA_VERSION_INVALID", "schema_version",
                                "must be at least 1, got " + std::to_string(request.schema_version));
@@ -92,8 +89,7 @@ PreparedRequest prepare_request(const AcceptRequest& request, const AcceptRules&
   prepared.message_id = request.message_id;
   prepared.event_type = request.event_type;
   prepared.schema_version = request.schema_version;
-  prepared.fingerprint =
-      content_fingerprint(prepared.event_type, prepared.schema_version, prepared.canonical_payload);
+  prepared.fingerprint = content_fingerprint(prepared.event_type, prepared.schema_version, prepared.canonical_payload);
   return prepared;
 }
 

@@ -50,14 +50,14 @@ ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::stri
 std::vector<ClaimedReceipt> ReceiptStore::claim(const std::string& consumer, std::size_t limit,
                                                 std::chrono::milliseconds lease) {
   return read_claims(pool_->autocommit("boxcar.worker.claim." + schema_, claim_, consumer,
-                                static_cast<long long>(limit), static_cast<long long>(lease.count())));
+                                       static_cast<long long>(limit), static_cast<long long>(lease.count())));
 }
 
 std::vector<ClaimedReceipt> ReceiptStore::recover_expired(const std::string& consumer, std::size_t limit,
                                                           std::chrono::milliseconds lease, int max_attempts) {
   return read_claims(pool_->autocommit("boxcar.worker.recover." + schema_, recover_, consumer,
-                                static_cast<long long>(limit), static_cast<long long>(lease.count()),
-                                max_attempts));
+                                       static_cast<long long>(limit), static_cast<long long>(lease.count()),
+                                       max_attempts));
 }
 
 std::vector<ClaimedReceipt> ReceiptStore::release_expired(const std::string& consumer, std::size_t limit,
@@ -80,8 +80,8 @@ std::optional<std::string> ReceiptStore::lock(Tx& tx, const ClaimedReceipt& rece
 
 ReceiptStore::LockedBatch ReceiptStore::lock_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts) {
   LockedBatch locked;
-  for (const auto& row : tx.exec_prepared("boxcar.worker.lock_many." + schema_, lock_many_, id_array(receipts),
-                                          token_array(receipts))) {
+  for (const auto& row :
+       tx.exec_prepared("boxcar.worker.lock_many." + schema_, lock_many_, id_array(receipts), token_array(receipts))) {
     locked.ids.push_back(row["id"].as<std::int64_t>());
     locked.xact_id = row["xact_id"].as<std::string>();
   }
@@ -98,8 +98,8 @@ std::optional<double> ReceiptStore::complete(Tx& tx, const ClaimedReceipt& recei
 std::vector<std::pair<std::int64_t, double>> ReceiptStore::complete_many(
     Tx& tx, std::span<const ClaimedReceipt* const> receipts, const std::string& xact_id) {
   std::vector<std::pair<std::int64_t, double>> completed;
-  for (const auto& row : tx.exec_prepared("boxcar.worker.complete_many." + schema_, complete_many_,
-                                          id_array(receipts), token_array(receipts), xact_id))
+  for (const auto& row : tx.exec_prepared("boxcar.worker.complete_many." + schema_, complete_many_, id_array(receipts),
+                                          token_array(receipts), xact_id))
     completed.emplace_back(row["id"].as<std::int64_t>(), row["age_seconds"].as<double>());
   return completed;
 }
@@ -108,15 +108,15 @@ bool ReceiptStore::transaction_ended(Tx& tx, const std::string& xact_id) {
   return tx.exec_prepared("boxcar.worker.transaction_ended", transaction_ended_, xact_id)[0][0].as<bool>();
 }
 
-std::optional<std::string> ReceiptStore::fail(Tx* tx, const ClaimedReceipt& receipt,
-                                              const FailureRecord& failure, int max_attempts) {
+std::optional<std::string> ReceiptStore::fail(Tx* tx, const ClaimedReceipt& receipt, const FailureRecord& failure,
+                                              int max_attempts) {
   const std::string name = "boxcar.worker.fail." + schema_;
   const auto delay = static_cast<long long>(failure.retry_delay.count());
   const pqxx::result rows =
-      tx ? tx->exec_prepared(name, fail_, receipt.id, receipt.claim_token, delay, failure.permanent,
-                             max_attempts, failure.error_type, failure.message, failure.dead_reason)
-         : pool_->autocommit(name, fail_, receipt.id, receipt.claim_token, delay, failure.permanent,
-                      max_attempts, failure.error_type, failure.message, failure.dead_reason);
+      tx ? tx->exec_prepared(name, fail_, receipt.id, receipt.claim_token, delay, failure.permanent, max_attempts,
+                             failure.error_type, failure.message, failure.dead_reason)
+         : pool_->autocommit(name, fail_, receipt.id, receipt.claim_token, delay, failure.permanent, max_attempts,
+                             failure.error_type, failure.message, failure.dead_reason);
   if (rows.empty()) return std::nullopt;
   return rows[0][0].as<std::string>();
 }
@@ -125,8 +125,7 @@ std::size_t ReceiptStore::hand_back(std::span<const ClaimedReceipt> receipts) {
   if (receipts.empty()) return 0;
   std::vector<const ClaimedReceipt*> pointers;
   for (const auto& r : receipts) pointers.push_back(&r);
-  return pool_->autocommit("boxcar.worker.hand_back." + schema_, hand_back_, id_array(pointers),
-                    token_array(pointers))
+  return pool_->autocommit("boxcar.worker.hand_back." + schema_, hand_back_, id_array(pointers), token_array(pointers))
       .affected_rows();
 }
 

@@ -31,8 +31,7 @@ class ReceiptStore {
   ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::string& schema);
 
   /// Claims up to `limit` due receipts of `consumer` in an autocommit statement.
-  std::vector<ClaimedReceipt> claim(const std::string& consumer, std::size_t limit,
-                                    std::chrono::milliseconds lease);
+  std::vector<ClaimedReceipt> claim(const std::string& consumer, std::size_t limit, std::chrono::milliseconds lease);
   /// Re-claims expired leases of `consumer`; rows out of attempts come back DEAD.
   std::vector<ClaimedReceipt> recover_expired(const std::string& consumer, std::size_t limit,
                                               std::chrono::milliseconds lease, int max_attempts);

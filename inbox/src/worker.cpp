@@ -54,10 +54,9 @@ std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& option
       throw ConfigError("handlers", "a handler is registered for consumer '" + registration.consumer +
                                         "', which the module does not declare");
     if (registration.supports.empty())
-      throw ConfigError("handlers", "the handler of '" + registration.consumer +
-                                        "' declares no (event type, schema version) pairs");
-    if (!by_consumer.emplace(registration.consumer,
-                             detail::HandlerEntry{registration.handler, registration.supports})
+      throw ConfigError(
+          "handlers", "the handler of '" + registration.consumer + "' declares no (event type, schema version) pairs");
+    if (!by_consumer.emplace(registration.consumer, detail::HandlerEntry{registration.handler, registration.supports})
              .second)
       throw ConfigError("handlers", "two handlers are registered for consumer '" + registration.consumer + "'");
   }
@@ -66,14 +65,16 @@ std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& option
     // No explicit list: the worker owns every declared consumer, so a forgotten handler
     // fails here instead of leaving that consumer's backlog PENDING forever.
     if (options.consumers.empty())
-      throw ConfigError("worker.consumers", "the worker would own no consumer: the module declares none "
-                                            "(declare its consumers, or set worker.enabled = false)");
+      throw ConfigError("worker.consumers",
+                        "the worker would own no consumer: the module declares none "
+                        "(declare its consumers, or set worker.enabled = false)");
     for (const auto& consumer : options.consumers) {
       if (!by_consumer.contains(consumer))
         throw ConfigError("worker.consumers",
-                          "consumer '" + consumer + "' has no registered handler, and an enabled worker without "
-                          "a worker.consumers list owns every declared consumer: register its handler, list "
-                          "the consumers this worker owns in worker.consumers, or set worker.enabled = false");
+                          "consumer '" + consumer +
+                              "' has no registered handler, and an enabled worker without "
+                              "a worker.consumers list owns every declared consumer: register its handler, list "
+                              "the consumers this worker owns in worker.consumers, or set worker.enabled = false");
       if (std::find(owned.begin(), owned.end(), consumer) == owned.end()) owned.push_back(consumer);
     }
   } else {
@@ -92,8 +93,9 @@ std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& option
   if (options.handler_timeout <= std::chrono::milliseconds(0))
     throw ConfigError("worker.handler_timeout_ms", "must be positive");
   if (options.lease < options.handler_timeout + std::chrono::seconds(1))
-    throw ConfigError("worker.lease_ms", "must exceed worker.handler_timeout_ms by at least 1 s, so a claim "
-                                         "cannot expire while its transaction may still commit");
+    throw ConfigError("worker.lease_ms",
+                      "must exceed worker.handler_timeout_ms by at least 1 s, so a claim "
+                      "cannot expire while its transaction may still commit");
   if (options.backoff.base.count() < 0) throw ConfigError("worker.backoff_base_ms", "must be 0 or more");
   if (options.backoff.cap < options.backoff.base)
     throw ConfigError("worker.backoff_cap_ms", "must be at least worker.backoff_base_ms");
@@ -177,9 +179,9 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
       queue_changed_.wait_until(q, Clock::now() + kCancelWait, [&] { return busy_threads_ == 0; });
       for (const auto& slot : std::vector(slots_))
         if (slot->busy)
-          abandoned.push_back(abandon_locked(
-              slot, "the shutdown grace",
-              in_flight_.abandon(slot->id, [&](pqxx::connection& c) { pool_->abandon_loan(c); })));
+          abandoned.push_back(
+              abandon_locked(slot, "the shutdown grace",
+                             in_flight_.abandon(slot->id, [&](pqxx::connection& c) { pool_->abandon_loan(c); })));
       supervising_ = false;
     }
     queue_changed_.notify_all();
@@ -299,8 +301,9 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         continue;
       }
       std::vector<detail::ClaimedReceipt> got;
-      if (recover) got = store_.recover_expired(consumer, std::min(room, options_.claim_limit), options_.lease,
-                                                options_.max_attempts);
+      if (recover)
+        got = store_.recover_expired(consumer, std::min(room, options_.claim_limit), options_.lease,
+                                     options_.max_attempts);
       if (got.size() < std::min(room, options_.claim_limit)) {
         auto fresh = store_.claim(consumer, std::min(room, options_.claim_limit) - got.size(), options_.lease);
         for (auto& r : fresh) got.push_back(std::move(r));
@@ -392,8 +395,10 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
           // stale) by process(). Nothing else of the worker is this thread's any more.
           const Identities ids = describe(batch);
           log_event(*log_, LogLevel::Warn, "an abandoned handler returned; its thread ends",
-                    {{"consumer", ids.consumers}, {"message_id", ids.message_ids},
-                     {"receipt_id", ids.receipt_ids}, {"attempt", ids.attempts}});
+                    {{"consumer", ids.consumers},
+                     {"message_id", ids.message_ids},
+                     {"receipt_id", ids.receipt_ids},
+                     {"attempt", ids.attempts}});
           return;
         }
         slot.batch = nullptr;
@@ -481,8 +486,12 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     log_event(*log_, LogLevel::Error,
               "handler thread abandoned: its handler ignored cancellation past " + a.cause +
                   "; a new thread replaces it and lease recovery retries the receipt",
-              {{"outcome", "abandoned"}, {"consumer", ids.consumers}, {"message_id", ids.message_ids},
-               {"receipt_id", ids.receipt_ids}, {"attempt", ids.attempts}, {"session", session}});
+              {{"outcome", "abandoned"},
+               {"consumer", ids.consumers},
+               {"message_id", ids.message_ids},
+               {"receipt_id", ids.receipt_ids},
+               {"attempt", ids.attempts},
+               {"session", session}});
   }
 
   std::shared_ptr<ConnectionPool> pool_;

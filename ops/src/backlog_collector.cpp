@@ -57,7 +57,7 @@ struct BacklogCollector::State {
   std::vector<NamedQuery> queries;
   std::vector<std::string> names;  // prepared statement names, per schema
 
-  std::mutex collect_mutex;              // one collection at a time
+  std::mutex collect_mutex;               // one collection at a time
   std::set<std::string> known_consumers;  // every consumer ever reported (guarded by collect_mutex)
 
   std::mutex mutex;  // guards stopping and thread
@@ -78,7 +78,9 @@ std::vector<BacklogCollector::NamedQuery> BacklogCollector::queries(std::string_
 
 BacklogCollector::BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::shared_ptr<Metrics> metrics,
                                    BacklogOptions options)
-    : options_(std::move(options)), pool_(std::move(pool)), metrics_(std::move(metrics)),
+    : options_(std::move(options)),
+      pool_(std::move(pool)),
+      metrics_(std::move(metrics)),
       state_(std::make_unique<State>()) {
   validate_schema_name(options_.schema, "schema");
   if (!pool_) throw ConfigError("backlog.pool", "a connection pool is required");

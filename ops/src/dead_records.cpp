@@ -120,10 +120,9 @@ BoundFilter bind(RecordKind kind, const DeadFilter& f) {
 }
 
 template <typename... Extra>
-pqxx::result exec_filtered(pqxx::transaction_base& tx, const std::string& sql, const BoundFilter& b,
-                           Extra&&... extra) {
-  return tx.exec_params(sql, b.ids, b.consumer, b.event_type, b.error_contains, b.older_than_seconds, b.group,
-                        b.limit, std::forward<Extra>(extra)...);
+pqxx::result exec_filtered(pqxx::transaction_base& tx, const std::string& sql, const BoundFilter& b, Extra&&... extra) {
+  return tx.exec_params(sql, b.ids, b.consumer, b.event_type, b.error_contains, b.older_than_seconds, b.group, b.limit,
+                        std::forward<Extra>(extra)...);
 }
 
 std::string describe(const DeadFilter& f) {
@@ -179,24 +178,26 @@ ActionResult dead_action(ConnectionPool& pool, const std::string& schema, Record
       kind == RecordKind::Inbox ? Inbox::notify_channel(schema) : OutboxEmitter::notify_channel(schema);
 
   ActionResult result{.action = action, .kind = kind, .dry_run = dry_run};
-  result.ids = detail::with_operator_connection(pool, std::string("dead ") + action, !dry_run, [&](pqxx::connection& c) {
-    pqxx::nontransaction statement(c);
-    const auto ids = dry_run ? read_ids(exec_filtered(statement, statement_sql, bound))
-                             : read_ids(exec_filtered(statement, statement_sql, bound, actor));
-    if (retry && !dry_run && !ids.empty()) {
-      // A hint only: workers and publishers poll, so a lost wake-up costs latency, and the
-      // retry already committed (the pool re-checks a connection that broke here).
-      try {
-        statement.exec_params(sql::kNotify, channel);
-      } catch (const std::exception& e) {
-        logger("operator")->warn("dead retry: wake-up NOTIFY failed: {}", e.what());
-      }
-    }
-    return ids;
-  });
+  result.ids =
+      detail::with_operator_connection(pool, std::string("dead ") + action, !dry_run, [&](pqxx::connection& c) {
+        pqxx::nontransaction statement(c);
+        const auto ids = dry_run ? read_ids(exec_filtered(statement, statement_sql, bound))
+                                 : read_ids(exec_filtered(statement, statement_sql, bound, actor));
+        if (retry && !dry_run && !ids.empty()) {
+          // A hint only: workers and publishers poll, so a lost wake-up costs latency, and the
+          // retry already committed (the pool re-checks a connection that broke here).
+          try {
+            statement.exec_params(sql::kNotify, channel);
+          } catch (const std::exception& e) {
+            logger("operator")->warn("dead retry: wake-up NOTIFY failed: {}", e.what());
+          }
+        }
+        return ids;
+      });
   result.limit_reached = result.ids.size() >= filter.limit;
-  logger("operator")->info("dead {} kind={} count={} actor={} dry_run={} filter: {}", action, to_string(kind),
-                           result.ids.size(), actor, dry_run, describe(filter));
+  logger("operator")
+      ->info("dead {} kind={} count={} actor={} dry_run={} filter: {}", action, to_string(kind), result.ids.size(),
+             actor, dry_run, describe(filter));
   return result;
 }
 
@@ -262,8 +263,8 @@ DeadRecord dead_show(ConnectionPool& pool, const std::string& schema, RecordKind
         return read_record(rows[0], kind, true);
       });
   if (!record)
-    throw OperatorError("DEAD_RECORD_NOT_FOUND", std::string("no DEAD ") + to_string(kind) + " record with id " +
-                                                     std::to_string(id));
+    throw OperatorError("DEAD_RECORD_NOT_FOUND",
+                        std::string("no DEAD ") + to_string(kind) + " record with id " + std::to_string(id));
   return std::move(*record);
 }
 
@@ -272,8 +273,8 @@ ActionResult dead_retry(ConnectionPool& pool, const std::string& schema, RecordK
   return dead_action(pool, schema, kind, filter, actor, dry_run, true);
 }
 
-ActionResult dead_discard(ConnectionPool& pool, const std::string& schema, RecordKind kind,
-                          const DeadFilter& filter, const std::string& actor, bool dry_run) {
+ActionResult dead_discard(ConnectionPool& pool, const std::string& schema, RecordKind kind, const DeadFilter& filter,
+                          const std::string& actor, bool dry_run) {
   return dead_action(pool, schema, kind, filter, actor, dry_run, false);
 }
 

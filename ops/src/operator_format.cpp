@@ -41,10 +41,14 @@ nlohmann::json time_json(const std::optional<Timestamp>& t) {
 std::string format_age(std::chrono::milliseconds age) {
   const long long s = age.count() / 1000;
   char buffer[32];
-  if (s < 60) std::snprintf(buffer, sizeof buffer, "%llds", s);
-  else if (s < 3600) std::snprintf(buffer, sizeof buffer, "%lldm%02llds", s / 60, s % 60);
-  else if (s < 86400) std::snprintf(buffer, sizeof buffer, "%lldh%02lldm", s / 3600, s % 3600 / 60);
-  else std::snprintf(buffer, sizeof buffer, "%lldd%02lldh", s / 86400, s % 86400 / 3600);
+  if (s < 60)
+    std::snprintf(buffer, sizeof buffer, "%llds", s);
+  else if (s < 3600)
+    std::snprintf(buffer, sizeof buffer, "%lldm%02llds", s / 60, s % 60);
+  else if (s < 86400)
+    std::snprintf(buffer, sizeof buffer, "%lldh%02lldm", s / 3600, s % 3600 / 60);
+  else
+    std::snprintf(buffer, sizeof buffer, "%lldd%02lldh", s / 86400, s % 86400 / 3600);
   return buffer;
 }
 
@@ -105,14 +109,15 @@ std::string to_table(const StatusReport& report) {
       std::any_of(report.inbox.begin(), report.inbox.end(), [](const auto& c) { return c.declared; });
   std::vector<std::vector<std::string>> inbox;
   for (const auto& c : report.inbox)
-    inbox.push_back({c.consumer + (c.declared || !any_declared ? "" : " (undeclared)"), n(c.pending), n(c.processing), n(c.retryable),
-                     n(c.completed), n(c.dead), n(c.discarded), format_age(c.oldest_due_age)});
+    inbox.push_back({c.consumer + (c.declared || !any_declared ? "" : " (undeclared)"), n(c.pending), n(c.processing),
+                     n(c.retryable), n(c.completed), n(c.dead), n(c.discarded), format_age(c.oldest_due_age)});
   const auto& o = report.outbox;
   std::string out = "schema " + report.schema + "\n\nINBOX\n";
-  out += inbox.empty() ? "(no consumers)\n"
-                       : render({"CONSUMER", "PENDING", "PROCESSING", "RETRYABLE", "COMPLETED", "DEAD", "DISCARDED",
-                                 "OLDEST DUE"},
-                                inbox, 1);
+  out +=
+      inbox.empty()
+          ? "(no consumers)\n"
+          : render({"CONSUMER", "PENDING", "PROCESSING", "RETRYABLE", "COMPLETED", "DEAD", "DISCARDED", "OLDEST DUE"},
+                   inbox, 1);
   out += "\nOUTBOX\n";
   out += render({"PENDING", "PUBLISHING", "RETRYABLE", "PUBLISHED", "DEAD", "DISCARDED", "OLDEST UNPUBLISHED"},
                 {{n(o.pending), n(o.publishing), n(o.retryable), n(o.published), n(o.dead), n(o.discarded),
@@ -186,8 +191,7 @@ std::string to_table(const std::vector<DeadGroup>& groups) {
   for (const auto& g : groups)
     rows.push_back({g.group, n(g.count), format_time(g.first_seen, false), format_time(g.last_seen, false),
                     join(g.consumers.empty() ? g.topics : g.consumers), join(g.event_types), clip(g.failure, 100)});
-  return render({"GROUP", "COUNT", "FIRST SEEN", "LAST SEEN", "CONSUMERS/TOPICS", "EVENT TYPES", "FAILURE"}, rows,
-                99);
+  return render({"GROUP", "COUNT", "FIRST SEEN", "LAST SEEN", "CONSUMERS/TOPICS", "EVENT TYPES", "FAILURE"}, rows, 99);
 }
 
 std::string to_table(const DeadRecord& r) {
@@ -224,28 +228,29 @@ std::string to_table(const DeadRecord& r) {
   std::string out;
   for (const auto& [key, value] : fields) out += key + ":" + std::string(width - key.size() + 1, ' ') + value + '\n';
   if (!r.payload.is_null()) out += "payload:\n" + r.payload.dump(2) + '\n';
-  if (!r.metadata.is_null()) out += (r.kind == RecordKind::Inbox ? "metadata:\n" : "headers:\n") + r.metadata.dump(2) + '\n';
+  if (!r.metadata.is_null())
+    out += (r.kind == RecordKind::Inbox ? "metadata:\n" : "headers:\n") + r.metadata.dump(2) + '\n';
   return out;
 }
 
 nlohmann::json to_json(const DeadRecord& r) {
-  nlohmann::json j = {{"kind", to_string(r.kind)},
-                      {"id", r.id},
-                      {"event_type", r.event_type},
-                      {"schema_version", r.schema_version},
-                      {"attempts", r.attempts},
-                      {"dead_reason", r.dead_reason},
-                      {"last_error", r.last_error},
-                      {"failure", r.failure},
-                      {"group", r.group},
-                      {"created_at", format_time(r.created_at, true)},
-                      {"updated_at", format_time(r.updated_at, true)},
-                      {"replay_count", r.replay_count},
-                      {"last_replayed_at", time_json(r.last_replayed_at)},
-                      {"last_replayed_by", r.last_replayed_by.empty() ? nlohmann::json(nullptr)
-                                                                       : nlohmann::json(r.last_replayed_by)},
-                      {"discarded_at", time_json(r.discarded_at)},
-                      {"discarded_by", r.discarded_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.discarded_by)}};
+  nlohmann::json j = {
+      {"kind", to_string(r.kind)},
+      {"id", r.id},
+      {"event_type", r.event_type},
+      {"schema_version", r.schema_version},
+      {"attempts", r.attempts},
+      {"dead_reason", r.dead_reason},
+      {"last_error", r.last_error},
+      {"failure", r.failure},
+      {"group", r.group},
+      {"created_at", format_time(r.created_at, true)},
+      {"updated_at", format_time(r.updated_at, true)},
+      {"replay_count", r.replay_count},
+      {"last_replayed_at", time_json(r.last_replayed_at)},
+      {"last_replayed_by", r.last_replayed_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.last_replayed_by)},
+      {"discarded_at", time_json(r.discarded_at)},
+      {"discarded_by", r.discarded_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.discarded_by)}};
   if (r.kind == RecordKind::Inbox) {
     j["scope_kind"] = r.scope_kind;
     j["scope_id"] = r.scope_id;
@@ -292,12 +297,9 @@ nlohmann::json to_json(const std::vector<DeadGroup>& groups) {
 }
 
 nlohmann::json to_json(const ActionResult& result) {
-  return {{"action", result.action},
-          {"kind", to_string(result.kind)},
-          {"dry_run", result.dry_run},
-          {"count", result.ids.size()},
-          {"ids", result.ids},
-          {"limit_reached", result.limit_reached}};
+  return {{"action", result.action},   {"kind", to_string(result.kind)},
+          {"dry_run", result.dry_run}, {"count", result.ids.size()},
+          {"ids", result.ids},         {"limit_reached", result.limit_reached}};
 }
 
 // ---------------------------------------------------------------------------------------

@@ -28,11 +28,16 @@ StatusReport status(ConnectionPool& pool, const std::string& schema,
       entry.consumer = name;
       const auto status = row["status"].as<std::string>();
       const auto live = row["live"].as<std::int64_t>();
-      if (status == "PENDING") entry.pending += live;
-      else if (status == "PROCESSING") entry.processing += live;
-      else if (status == "RETRYABLE") entry.retryable += live;
-      else if (status == "COMPLETED") entry.completed += live;
-      else if (status == "DEAD") entry.dead += live;
+      if (status == "PENDING")
+        entry.pending += live;
+      else if (status == "PROCESSING")
+        entry.processing += live;
+      else if (status == "RETRYABLE")
+        entry.retryable += live;
+      else if (status == "COMPLETED")
+        entry.completed += live;
+      else if (status == "DEAD")
+        entry.dead += live;
       entry.discarded += row["discarded"].as<std::int64_t>();
       entry.oldest_due_age =
           std::max(entry.oldest_due_age, std::chrono::milliseconds(row["oldest_due_age_ms"].as<std::int64_t>()));
@@ -41,11 +46,16 @@ StatusReport status(ConnectionPool& pool, const std::string& schema,
     for (const auto& row : tx.exec(outbox_sql)) {
       const auto status = row["status"].as<std::string>();
       const auto live = row["live"].as<std::int64_t>();
-      if (status == "PENDING") out.pending += live;
-      else if (status == "PUBLISHING") out.publishing += live;
-      else if (status == "RETRYABLE") out.retryable += live;
-      else if (status == "PUBLISHED") out.published += live;
-      else if (status == "DEAD") out.dead += live;
+      if (status == "PENDING")
+        out.pending += live;
+      else if (status == "PUBLISHING")
+        out.publishing += live;
+      else if (status == "RETRYABLE")
+        out.retryable += live;
+      else if (status == "PUBLISHED")
+        out.published += live;
+      else if (status == "DEAD")
+        out.dead += live;
       out.discarded += row["discarded"].as<std::int64_t>();
       out.oldest_unpublished_age = std::max(
           out.oldest_unpublished_age, std::chrono::milliseconds(row["oldest_unpublished_age_ms"].as<std::int64_t>()));

@@ -23,9 +23,9 @@ void check_text(const std::string& value, const char* field, bool required, std:
     return;
   }
   if (value.size() > max_bytes)
-    throw OutboxValidationError("OUTBOX_FIELD_TOO_LONG", field,
-                                "is " + std::to_string(value.size()) + " bytes; the limit is " +
-                                    std::to_string(max_bytes));
+    throw OutboxValidationError(
+        "OUTBOX_FIELD_TOO_LONG", field,
+        "is " + std::to_string(value.size()) + " bytes; the limit is " + std::to_string(max_bytes));
   if (!is_valid_utf8(value) || value.find('\0') != std::string::npos)
     throw OutboxValidationError("OUTBOX_FIELD_INVALID", field, "must be valid UTF-8 without U+0000");
 }
@@ -96,13 +96,13 @@ EmittedEvent OutboxEmitter::emit(TxView tx, const OutboxMessage& message, const 
   }
 
   EmittedEvent emitted{0, uuid_v7()};
-  const std::string key = !options.key.empty()      ? options.key
+  const std::string key = !options.key.empty()        ? options.key
                           : !options.scope.id.empty() ? options.scope.id
                                                       : emitted.event_id;
-  const auto row = tx.exec_prepared(insert_name_, insert_sql_, emitted.event_id, message.event_type,
-                                    message.schema_version, message.topic, key,
-                                    to_string(options.scope.kind), options.scope.id, options.causation_id, options.correlation_id,
-                                    options.traceparent, headers, payload);
+  const auto row =
+      tx.exec_prepared(insert_name_, insert_sql_, emitted.event_id, message.event_type, message.schema_version,
+                       message.topic, key, to_string(options.scope.kind), options.scope.id, options.causation_id,
+                       options.correlation_id, options.traceparent, headers, payload);
   emitted.id = row[0][0].as<std::int64_t>();
   if (notifier_) {
     detail::AsyncNotifier* notifier = notifier_.get();

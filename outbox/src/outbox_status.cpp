@@ -8,18 +8,23 @@ namespace boxcar {
 
 const char* to_string(OutboxStatus status) noexcept {
   switch (status) {
-    case OutboxStatus::Pending: return "PENDING";
-    case OutboxStatus::Publishing: return "PUBLISHING";
-    case OutboxStatus::Retryable: return "RETRYABLE";
-    case OutboxStatus::Published: return "PUBLISHED";
-    case OutboxStatus::Dead: return "DEAD";
+    case OutboxStatus::Pending:
+      return "PENDING";
+    case OutboxStatus::Publishing:
+      return "PUBLISHING";
+    case OutboxStatus::Retryable:
+      return "RETRYABLE";
+    case OutboxStatus::Published:
+      return "PUBLISHED";
+    case OutboxStatus::Dead:
+      return "DEAD";
   }
   return "UNKNOWN";
 }
 
 OutboxStatus parse_outbox_status(std::string_view text) {
-  for (auto status : {OutboxStatus::Pending, OutboxStatus::Publishing, OutboxStatus::Retryable,
-                      OutboxStatus::Published, OutboxStatus::Dead}) {
+  for (auto status : {OutboxStatus::Pending, OutboxStatus::Publishing, OutboxStatus::Retryable, OutboxStatus::Published,
+                      OutboxStatus::Dead}) {
     if (text == to_string(status)) return status;
   }
   throw std::invalid_argument("unknown outbox status '" + std::string(text) + "'");

@@ -25,8 +25,7 @@ std::size_t BatchPipeline::step() {
   // Batches whose reports are all in are marked at once (latency); beyond that, wait
   // for the oldest only when the pipeline is full or there is nothing else to do.
   while (!in_flight_.empty() && producer_.complete(in_flight_.front().id)) finish_oldest();
-  if (in_flight_.size() >= options_.max_in_flight_batches || (claimed == 0 && !in_flight_.empty()))
-    finish_oldest();
+  if (in_flight_.size() >= options_.max_in_flight_batches || (claimed == 0 && !in_flight_.empty())) finish_oldest();
   return claimed;
 }
 
@@ -118,9 +117,9 @@ void BatchPipeline::mark(const InFlight& batch, const std::vector<DeliveryOutcom
     if (log_->should_log(spdlog::level::debug))
       for (std::size_t i = 0; i < batch.events.size(); ++i)
         if (outcomes[i].delivered)
-          log_event(*log_, LogLevel::Debug, "event published",
-                    {{"outcome", "delivered"}, {"event_id", batch.events[i].event_id},
-                     {"topic", batch.events[i].topic}});
+          log_event(
+              *log_, LogLevel::Debug, "event published",
+              {{"outcome", "delivered"}, {"event_id", batch.events[i].event_id}, {"topic", batch.events[i].topic}});
   }
   if (!failed.empty()) {
     for (const auto& event :
@@ -130,8 +129,10 @@ void BatchPipeline::mark(const InFlight& batch, const std::vector<DeliveryOutcom
       if (options_.metrics) options_.metrics->published(event.topic, dead ? "dead" : "failed");
     }
     log_event(*log_, LogLevel::Warn, "events not delivered, retrying with backoff",
-              {{"outcome", "failed"}, {"count", std::to_string(failed.size())},
-               {"batch", std::to_string(batch.events.size())}, {"first_event_id", first_failed_event},
+              {{"outcome", "failed"},
+               {"count", std::to_string(failed.size())},
+               {"batch", std::to_string(batch.events.size())},
+               {"first_event_id", first_failed_event},
                {"error", first_error}});
   }
 }

@@ -23,8 +23,8 @@ namespace boxcar::detail {
 class BatchPipeline {
  public:
   /// Keeps references: every argument outlives the pipeline (members of Publisher::Impl).
-  BatchPipeline(EventStore& store, const RecordMapper& mapper, ProducerSlot& producer,
-                const PublisherOptions& options, PublisherCounters& counters, std::shared_ptr<spdlog::logger> log);
+  BatchPipeline(EventStore& store, const RecordMapper& mapper, ProducerSlot& producer, const PublisherOptions& options,
+                PublisherCounters& counters, std::shared_ptr<spdlog::logger> log);
 
   /// Claims the next batch and starts producing it, then finishes the batches whose
   /// delivery reports are all in, and the oldest one when the pipeline is full or

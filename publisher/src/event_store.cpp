@@ -57,8 +57,7 @@ std::vector<ClaimedEvent> EventStore::claim(std::size_t limit, const std::string
 }
 
 std::vector<SettledEvent> EventStore::recover_expired(std::size_t limit, int max_attempts) {
-  return read_settled(
-      pool_->autocommit(names_ + "recover", recover_, static_cast<long long>(limit), max_attempts));
+  return read_settled(pool_->autocommit(names_ + "recover", recover_, static_cast<long long>(limit), max_attempts));
 }
 
 std::vector<PublishedEvent> EventStore::mark_published(std::span<const std::int64_t> ids, const std::string& token) {

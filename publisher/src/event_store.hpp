@@ -69,8 +69,7 @@ class EventStore {
   /// Records a failed delivery of the events `ids` still claimed under `token`: RETRYABLE
   /// after a full-jitter `backoff`, or DEAD when `max_attempts` (> 0) is used up.
   std::vector<SettledEvent> record_failure(std::span<const std::int64_t> ids, const std::string& token,
-                                           const std::string& error, const BackoffOptions& backoff,
-                                           int max_attempts);
+                                           const std::string& error, const BackoffOptions& backoff, int max_attempts);
 
  private:
   std::shared_ptr<ConnectionPool> pool_;

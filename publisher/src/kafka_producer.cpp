@@ -43,9 +43,10 @@ KafkaProducer::KafkaProducer(const std::map<std::string, std::string>& propertie
   // going straight to stderr.
   rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t*, int level, const char* facility, const char* message) {
     static const auto log = logger("kafka");
-    const auto spd = level <= 3 ? spdlog::level::err : level == 4 ? spdlog::level::warn
-                     : level <= 6                      ? spdlog::level::info
-                                                       : spdlog::level::debug;
+    const auto spd = level <= 3   ? spdlog::level::err
+                     : level == 4 ? spdlog::level::warn
+                     : level <= 6 ? spdlog::level::info
+                                  : spdlog::level::debug;
     log->log(spd, "{}: {}", facility, message);
   });
   handle_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, error, sizeof error);

@@ -18,8 +18,7 @@ bool ProducerSlot::complete(std::uint32_t batch) {
   return producer_->complete(batch);
 }
 
-ProducerSlot::Awaited ProducerSlot::await(std::uint32_t batch, std::chrono::milliseconds wait,
-                                          bool replace_if_fatal) {
+ProducerSlot::Awaited ProducerSlot::await(std::uint32_t batch, std::chrono::milliseconds wait, bool replace_if_fatal) {
   std::lock_guard lock(mutex_);
   Awaited awaited{producer_->await(batch, wait), std::nullopt};
   if (replace_if_fatal && producer_->fatal()) {

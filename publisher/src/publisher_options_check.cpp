@@ -15,8 +15,9 @@ std::string check_publisher_options(const ConnectionPool* pool, const PublisherO
   if (options.delivery_timeout < std::chrono::seconds(1))
     throw ConfigError("publisher.delivery_timeout_ms", "must be at least 1 s");
   if (options.lease < options.delivery_timeout + std::chrono::seconds(5))
-    throw ConfigError("publisher.lease_ms", "must exceed publisher.delivery_timeout_ms by at least 5 s, so a claim "
-                                            "cannot expire while its delivery reports may still arrive");
+    throw ConfigError("publisher.lease_ms",
+                      "must exceed publisher.delivery_timeout_ms by at least 5 s, so a claim "
+                      "cannot expire while its delivery reports may still arrive");
   for (const auto& [type, topic] : options.topic_overrides)
     if (type.empty() || topic.empty())
       throw ConfigError("publisher.topics", "a topic override needs an event type and a topic");

@@ -28,7 +28,8 @@ bool is_family(const std::string& prefix) {
   return false;
 }
 
-void flatten(const nlohmann::json& json, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& out) {
+void flatten(const nlohmann::json& json, const std::string& prefix,
+             std::vector<std::pair<std::string, std::string>>& out) {
   if (json.is_object() && !is_family(prefix)) {
     for (const auto& [name, value] : json.items()) flatten(value, prefix.empty() ? name : prefix + "." + name, out);
   } else if (json.is_object()) {
@@ -36,7 +37,8 @@ void flatten(const nlohmann::json& json, const std::string& prefix, std::vector<
       out.emplace_back(prefix + "." + name, value.is_string() ? value.get<std::string>() : value.dump());
   } else if (json.is_array()) {
     std::string joined;
-    for (const auto& item : json) joined += (joined.empty() ? "" : ",") + (item.is_string() ? item.get<std::string>() : item.dump());
+    for (const auto& item : json)
+      joined += (joined.empty() ? "" : ",") + (item.is_string() ? item.get<std::string>() : item.dump());
     out.emplace_back(prefix, joined);
   } else {
     out.emplace_back(prefix, json.is_string() ? json.get<std::string>() : json.dump());

@@ -30,7 +30,8 @@ std::vector<std::string> split_list(const std::string& key, const std::string& v
   while (std::getline(in, item, ',')) {
     const auto first = item.find_first_not_of(' ');
     const auto last = item.find_last_not_of(' ');
-    if (first == std::string::npos) throw ConfigError(key, "expects a comma-separated list without empty items, got '" + value + "'");
+    if (first == std::string::npos)
+      throw ConfigError(key, "expects a comma-separated list without empty items, got '" + value + "'");
     items.push_back(item.substr(first, last - first + 1));
   }
   return items;
@@ -68,7 +69,8 @@ ConfigKey number(std::string name, Field field, std::string doc, long long min =
 
 template <class Field>
 ConfigKey millis(std::string name, Field field, std::string doc, long long min = 1) {
-  ConfigKey key{.name = name, .type = "milliseconds ≥ " + std::to_string(min), .doc = std::move(doc), .env = env_name(name)};
+  ConfigKey key{
+      .name = name, .type = "milliseconds ≥ " + std::to_string(min), .doc = std::move(doc), .env = env_name(name)};
   key.set = [field, min](RuntimeConfig& c, const std::string& k, const std::string& v) {
     field(c) = std::chrono::milliseconds(parse_number(k, v, min));
   };
@@ -126,8 +128,9 @@ ConfigKey batch_failure_mode() {
   const std::string name = "worker.batch_failure_mode";
   ConfigKey key{.name = name,
                 .type = "rerun|savepoint",
-                .doc = "what a failed batch does when batch_size > 1: rerun it one message per transaction, or "
-                       "roll back to a savepoint per message (docs/worker.md)",
+                .doc =
+                    "what a failed batch does when batch_size > 1: rerun it one message per transaction, or "
+                    "roll back to a savepoint per message (docs/worker.md)",
                 .env = env_name(name)};
   key.set = [](RuntimeConfig& c, const std::string& k, const std::string& v) {
     if (v == "rerun")
@@ -154,9 +157,10 @@ bool is_secret_property(const std::string& key) {
 ConfigKey kafka_properties() {
   ConfigKey key{.name = "kafka.<property>",
                 .type = "librdkafka property",
-                .doc = "any librdkafka property, passed through (`bootstrap.servers` is required by a publisher; "
-                       "`enable.idempotence` and `acks` are fixed); in the environment `_` stands for `.`; "
-                       "`config check` redacts passwords, secrets and SSL keys",
+                .doc =
+                    "any librdkafka property, passed through (`bootstrap.servers` is required by a publisher; "
+                    "`enable.idempotence` and `acks` are fixed); in the environment `_` stands for `.`; "
+                    "`config check` redacts passwords, secrets and SSL keys",
                 .env = "BOXCAR_KAFKA_<PROPERTY>",
                 .secret = true,
                 .family = "kafka."};
@@ -172,11 +176,12 @@ ConfigKey kafka_properties() {
 
 ConfigKey topics() {
   const std::string name = "publisher.topics";
-  ConfigKey key{.name = name,
-                .type = "TYPE=TOPIC,...",
-                .doc = "topic overrides per event type; also one per key as `publisher.topics.<type>` (`--topic TYPE=TOPIC`)",
-                .env = env_name(name),
-                .family = "publisher.topics."};
+  ConfigKey key{
+      .name = name,
+      .type = "TYPE=TOPIC,...",
+      .doc = "topic overrides per event type; also one per key as `publisher.topics.<type>` (`--topic TYPE=TOPIC`)",
+      .env = env_name(name),
+      .family = "publisher.topics."};
   key.set = [name](RuntimeConfig& c, const std::string& k, const std::string& v) {
     auto& overrides = c.publisher.topic_overrides;
     if (k != name) {  // publisher.topics.<type>
@@ -221,62 +226,91 @@ void check_url(const std::string& key, const std::string& value) {
 
 std::vector<ConfigKey> build_table() {
   std::vector<ConfigKey> keys = {
-      text("database.url", "libpq URL", [](auto& c) -> auto& { return c.pool.url; },
-           "PostgreSQL URL or key=value string (also `--database-url`)", check_url),
-      text("schema", "identifier", [](auto& c) -> auto& { return c.schema; }, "schema holding Boxcar's tables",
-           [](const std::string& k, const std::string& v) { validate_schema_name(v, k); }),
-      number("pool.size", [](auto& c) -> auto& { return c.pool.size; }, "connections (≥ worker.concurrency + 1)"),
-      millis("pool.acquire_timeout_ms", [](auto& c) -> auto& { return c.pool.acquire_timeout; },
-             "how long a component waits for a free connection before DATABASE_POOL_TIMEOUT"),
-      text("pool.default_parameters", "libpq NAME=VALUE ...", [](auto& c) -> auto& { return c.pool.default_parameters; },
-           "libpq parameters added to database.url unless it sets them (timeouts, keepalives; docs/operations.md)",
-           check_parameters),
-      list("consumers", [](auto& c) -> auto& { return c.consumers; }, "declared consumers (what the inbox accepts)"),
-      boolean("worker.enabled", [](auto& c) -> auto& { return c.worker.enabled; }, "false: never claim"),
-      list("worker.consumers", [](auto& c) -> auto& { return c.worker.owned_consumers; },
-           "owned consumers; empty: every declared consumer. Each needs a handler or startup fails (list the "
-           "others to run without one)"),
-      number("worker.concurrency", [](auto& c) -> auto& { return c.worker.concurrency; }, "handler threads"),
-      number("worker.batch_size", [](auto& c) -> auto& { return c.worker.batch_size; }, "messages per transaction"),
+      text(
+          "database.url", "libpq URL", [](auto& c) -> auto& { return c.pool.url; },
+          "PostgreSQL URL or key=value string (also `--database-url`)", check_url),
+      text(
+          "schema", "identifier", [](auto& c) -> auto& { return c.schema; }, "schema holding Boxcar's tables",
+          [](const std::string& k, const std::string& v) { validate_schema_name(v, k); }),
+      number(
+          "pool.size", [](auto& c) -> auto& { return c.pool.size; }, "connections (≥ worker.concurrency + 1)"),
+      millis(
+          "pool.acquire_timeout_ms", [](auto& c) -> auto& { return c.pool.acquire_timeout; },
+          "how long a component waits for a free connection before DATABASE_POOL_TIMEOUT"),
+      text(
+          "pool.default_parameters", "libpq NAME=VALUE ...", [](auto& c) -> auto& { return c.pool.default_parameters; },
+          "libpq parameters added to database.url unless it sets them (timeouts, keepalives; docs/operations.md)",
+          check_parameters),
+      list(
+          "consumers", [](auto& c) -> auto& { return c.consumers; }, "declared consumers (what the inbox accepts)"),
+      boolean(
+          "worker.enabled", [](auto& c) -> auto& { return c.worker.enabled; }, "false: never claim"),
+      list(
+          "worker.consumers", [](auto& c) -> auto& { return c.worker.owned_consumers; },
+          "owned consumers; empty: every declared consumer. Each needs a handler or startup fails (list the "
+          "others to run without one)"),
+      number(
+          "worker.concurrency", [](auto& c) -> auto& { return c.worker.concurrency; }, "handler threads"),
+      number(
+          "worker.batch_size", [](auto& c) -> auto& { return c.worker.batch_size; }, "messages per transaction"),
       batch_failure_mode(),
-      number("worker.claim_limit", [](auto& c) -> auto& { return c.worker.claim_limit; },
-             "most receipts one claim statement takes"),
-      millis("worker.lease_ms", [](auto& c) -> auto& { return c.worker.lease; },
-             "claim lease; must exceed worker.handler_timeout_ms by at least 1 s"),
-      millis("worker.handler_timeout_ms", [](auto& c) -> auto& { return c.worker.handler_timeout; },
-             "handler deadline (one batch when batch_size > 1)"),
-      number("worker.max_attempts", [](auto& c) -> auto& { return c.worker.max_attempts; }, "attempts before DEAD"),
-      millis("worker.backoff_base_ms", [](auto& c) -> auto& { return c.worker.backoff.base; },
-             "retry delay ceiling of the first retry, doubling per attempt (full jitter)", 0),
-      millis("worker.backoff_cap_ms", [](auto& c) -> auto& { return c.worker.backoff.cap; },
-             "largest retry delay ceiling (≥ worker.backoff_base_ms)", 0),
-      millis("worker.poll_interval_ms", [](auto& c) -> auto& { return c.worker.poll_interval; },
-             "polling fallback and lease-recovery cadence"),
-      number("worker.max_error_bytes", [](auto& c) -> auto& { return c.worker.max_error_bytes; },
-             "longest error text stored on a receipt; longer ones are cut visibly"),
-      millis("shutdown.grace_ms", [](auto& c) -> auto& { return c.worker.shutdown_grace; },
-             "in-flight handlers' grace on stop; then their queries are cancelled and, 2 s later, threads still "
-             "running are abandoned"),
-      number("publisher.batch_size", [](auto& c) -> auto& { return c.publisher.batch_size; }, "events per batch"),
-      number("publisher.max_in_flight_batches", [](auto& c) -> auto& { return c.publisher.max_in_flight_batches; },
-             "batches with the producer at once (pipelining; docs/benchmarks.md)"),
-      number("publisher.max_attempts", [](auto& c) -> auto& { return c.publisher.max_attempts; },
-             "failed deliveries before DEAD; 0: retry forever", 0),
-      millis("publisher.delivery_timeout_ms", [](auto& c) -> auto& { return c.publisher.delivery_timeout; },
-             "librdkafka message.timeout.ms (≥ 1000)"),
-      millis("publisher.lease_ms", [](auto& c) -> auto& { return c.publisher.lease; },
-             "batch claim lease; must exceed publisher.delivery_timeout_ms by at least 5 s"),
-      millis("publisher.backoff_base_ms", [](auto& c) -> auto& { return c.publisher.backoff.base; },
-             "retry delay ceiling of the first failed delivery, doubling per attempt (full jitter)", 0),
-      millis("publisher.backoff_cap_ms", [](auto& c) -> auto& { return c.publisher.backoff.cap; },
-             "largest retry delay ceiling (≥ publisher.backoff_base_ms)", 0),
-      millis("publisher.poll_interval_ms", [](auto& c) -> auto& { return c.publisher.poll_interval; },
-             "polling fallback and lease-recovery cadence"),
+      number(
+          "worker.claim_limit", [](auto& c) -> auto& { return c.worker.claim_limit; },
+          "most receipts one claim statement takes"),
+      millis(
+          "worker.lease_ms", [](auto& c) -> auto& { return c.worker.lease; },
+          "claim lease; must exceed worker.handler_timeout_ms by at least 1 s"),
+      millis(
+          "worker.handler_timeout_ms", [](auto& c) -> auto& { return c.worker.handler_timeout; },
+          "handler deadline (one batch when batch_size > 1)"),
+      number(
+          "worker.max_attempts", [](auto& c) -> auto& { return c.worker.max_attempts; }, "attempts before DEAD"),
+      millis(
+          "worker.backoff_base_ms", [](auto& c) -> auto& { return c.worker.backoff.base; },
+          "retry delay ceiling of the first retry, doubling per attempt (full jitter)", 0),
+      millis(
+          "worker.backoff_cap_ms", [](auto& c) -> auto& { return c.worker.backoff.cap; },
+          "largest retry delay ceiling (≥ worker.backoff_base_ms)", 0),
+      millis(
+          "worker.poll_interval_ms", [](auto& c) -> auto& { return c.worker.poll_interval; },
+          "polling fallback and lease-recovery cadence"),
+      number(
+          "worker.max_error_bytes", [](auto& c) -> auto& { return c.worker.max_error_bytes; },
+          "longest error text stored on a receipt; longer ones are cut visibly"),
+      millis(
+          "shutdown.grace_ms", [](auto& c) -> auto& { return c.worker.shutdown_grace; },
+          "in-flight handlers' grace on stop; then their queries are cancelled and, 2 s later, threads still "
+          "running are abandoned"),
+      number(
+          "publisher.batch_size", [](auto& c) -> auto& { return c.publisher.batch_size; }, "events per batch"),
+      number(
+          "publisher.max_in_flight_batches", [](auto& c) -> auto& { return c.publisher.max_in_flight_batches; },
+          "batches with the producer at once (pipelining; docs/benchmarks.md)"),
+      number(
+          "publisher.max_attempts", [](auto& c) -> auto& { return c.publisher.max_attempts; },
+          "failed deliveries before DEAD; 0: retry forever", 0),
+      millis(
+          "publisher.delivery_timeout_ms", [](auto& c) -> auto& { return c.publisher.delivery_timeout; },
+          "librdkafka message.timeout.ms (≥ 1000)"),
+      millis(
+          "publisher.lease_ms", [](auto& c) -> auto& { return c.publisher.lease; },
+          "batch claim lease; must exceed publisher.delivery_timeout_ms by at least 5 s"),
+      millis(
+          "publisher.backoff_base_ms", [](auto& c) -> auto& { return c.publisher.backoff.base; },
+          "retry delay ceiling of the first failed delivery, doubling per attempt (full jitter)", 0),
+      millis(
+          "publisher.backoff_cap_ms", [](auto& c) -> auto& { return c.publisher.backoff.cap; },
+          "largest retry delay ceiling (≥ publisher.backoff_base_ms)", 0),
+      millis(
+          "publisher.poll_interval_ms", [](auto& c) -> auto& { return c.publisher.poll_interval; },
+          "polling fallback and lease-recovery cadence"),
       topics(),
       kafka_properties(),
-      text("http.listen", "HOST:PORT", [](auto& c) -> auto& { return c.http.listen; },
-           "/metrics, /healthz, /readyz; port 0 picks one; empty disables", check_listen),
-      millis("metrics.backlog_interval_ms", [](auto& c) -> auto& { return c.backlog.interval; }, "backlog query cadence"),
+      text(
+          "http.listen", "HOST:PORT", [](auto& c) -> auto& { return c.http.listen; },
+          "/metrics, /healthz, /readyz; port 0 picks one; empty disables", check_listen),
+      millis(
+          "metrics.backlog_interval_ms", [](auto& c) -> auto& { return c.backlog.interval; }, "backlog query cadence"),
       choice("log.format", [](auto& c) -> auto& { return c.log_format; }, "`json`: one JSON object per line",
              {"text", "json"}),
       choice("log.level", [](auto& c) -> auto& { return c.log_level; }, "spdlog level",
@@ -325,7 +359,8 @@ std::string reference_table() {
     std::string doc = key.doc;
     if (key.secret && key.family.empty()) doc += " (its password is redacted in `config check`)";
     out += "| " + code(key.name) + " | " + escape_cell(key.type) + " | " + code(key.env) + " | " +
-           (key.required ? key.default_value() : code(escape_cell(key.default_value()))) + " | " + escape_cell(doc) + " |\n";
+           (key.required ? key.default_value() : code(escape_cell(key.default_value()))) + " | " + escape_cell(doc) +
+           " |\n";
   }
   return out;
 }

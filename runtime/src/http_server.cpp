@@ -100,7 +100,6 @@ struct HttpServer::Impl {
     return respond(conn, report.ready ? 200 : 503, kJsonContentType,
                    body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
-
 };
 
 HttpServer::HttpServer(HttpOptions options, std::shared_ptr<Metrics> metrics,
@@ -111,11 +110,8 @@ HttpServer::HttpServer(HttpOptions options, std::shared_ptr<Metrics> metrics,
   if (options.listen.empty()) throw ConfigError("http.listen", "must not be empty");
 
   // No document_root: civetweb serves no files, only the handlers below.
-  const char* configuration[] = {"listening_ports", options.listen.c_str(),
-                                 "num_threads",     "2",
-                                 "request_timeout_ms", "10000",
-                                 "enable_keep_alive", "no",
-                                 nullptr};
+  const char* configuration[] = {"listening_ports", options.listen.c_str(), "num_threads", "2",    "request_timeout_ms",
+                                 "10000",           "enable_keep_alive",    "no",          nullptr};
   mg_callbacks callbacks{};
   callbacks.log_message = &log_message;
   mg_init_data init{};
@@ -131,8 +127,8 @@ HttpServer::HttpServer(HttpOptions options, std::shared_ptr<Metrics> metrics,
 
   impl_->context = mg_start2(&init, &error);
   if (!impl_->context)
-    throw ConfigError("http.listen", "cannot serve HTTP on '" + options.listen + "': " +
-                                         (error_text[0] ? error_text : "civetweb failed to start"));
+    throw ConfigError("http.listen", "cannot serve HTTP on '" + options.listen +
+                                         "': " + (error_text[0] ? error_text : "civetweb failed to start"));
 
   mg_set_request_handler(impl_->context, "/metrics", &Impl::handle<&Impl::serve_metrics>, impl_.get());
   mg_set_request_handler(impl_->context, "/healthz", &Impl::handle<&Impl::serve_health>, impl_.get());

@@ -48,8 +48,8 @@ Inbox& Runtime::inbox() {
     if (impl_->config.consumers.empty())
       throw ConfigError("consumers", "declare the consumers this module accepts (BOXCAR_CONSUMERS)");
     impl_->inbox = std::make_unique<Inbox>(
-        impl_->pool, InboxOptions{.schema = impl_->config.schema, .consumers = impl_->config.consumers,
-                                  .metrics = impl_->metrics});
+        impl_->pool,
+        InboxOptions{.schema = impl_->config.schema, .consumers = impl_->config.consumers, .metrics = impl_->metrics});
   }
   return *impl_->inbox;
 }
@@ -85,8 +85,7 @@ ReadinessReport Runtime::readiness() const {
         applied ? "migrations at version " + std::to_string(*applied) + ", this build expects " +
                       std::to_string(latest_migration_version())
                 : "migrations not checked (database unreachable)");
-  if (impl_->publisher)
-    check("kafka", impl_->publisher->kafka_connected(), "Kafka producer reaches no broker");
+  if (impl_->publisher) check("kafka", impl_->publisher->kafka_connected(), "Kafka producer reaches no broker");
   return report;
 }
 
@@ -132,9 +131,10 @@ void Runtime::start(Role role, std::vector<HandlerRegistration> handlers) {
   if (impl_->publisher) impl_->publisher->start();
   impl_->started = true;
   logger("runtime")->info("runtime started: role {}, schema {}, http {}",
-                          role == Role::All ? "all" : role == Role::Worker ? "worker"
-                                              : role == Role::Publisher  ? "publisher"
-                                                                         : "ingress",
+                          role == Role::All         ? "all"
+                          : role == Role::Worker    ? "worker"
+                          : role == Role::Publisher ? "publisher"
+                                                    : "ingress",
                           c.schema, impl_->http ? std::to_string(impl_->http->port()) : std::string("off"));
 }
 

@@ -103,8 +103,7 @@ std::vector<KafkaRecordRead> MockKafka::read_all(const std::string& topic, std::
     rd_kafka_message_t* message = rd_kafka_consumer_poll(consumer, 100);
     if (!message) continue;
     last_record = std::chrono::steady_clock::now();
-    if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
-        seen.emplace(message->partition, message->offset).second) {
+    if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR && seen.emplace(message->partition, message->offset).second) {
       KafkaRecordRead r;
       r.topic = topic;
       r.partition = message->partition;

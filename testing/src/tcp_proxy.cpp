@@ -22,8 +22,7 @@ TcpProxy::TcpProxy(std::string target_host, int target_port)
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = 0;
-  if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(listener_, 64) != 0)
+  if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener_, 64) != 0)
     throw std::runtime_error("tcp proxy: cannot listen on loopback");
   socklen_t len = sizeof addr;
   ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);

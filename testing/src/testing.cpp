@@ -76,16 +76,19 @@ Receipt redeliver(Inbox& inbox, const AcceptRequest& request) { return inbox.acc
 
 std::optional<ReceiptState> receipt_state(TestSchema& db, const AcceptRequest& request) {
   Tx tx = db.pool()->begin();
-  const auto rows = tx.exec(detail::with_schema(testing_sql::kReceiptState, db.schema()), request.consumer, request.source,
-                            to_string(request.scope.kind), request.scope.id, request.message_id);
+  const auto rows = tx.exec(detail::with_schema(testing_sql::kReceiptState, db.schema()), request.consumer,
+                            request.source, to_string(request.scope.kind), request.scope.id, request.message_id);
   tx.commit();
   if (rows.empty()) return std::nullopt;
   const auto& row = rows[0];
   const auto text = [&row](const char* column) {
     return row[column].is_null() ? std::string() : row[column].as<std::string>();
   };
-  return ReceiptState{parse_receipt_status(row["status"].c_str()), row["attempts"].as<int>(),
-                      row["finished_attempts"].as<int>(), text("last_error_type"), text("last_error"),
+  return ReceiptState{parse_receipt_status(row["status"].c_str()),
+                      row["attempts"].as<int>(),
+                      row["finished_attempts"].as<int>(),
+                      text("last_error_type"),
+                      text("last_error"),
                       text("dead_reason")};
 }
 

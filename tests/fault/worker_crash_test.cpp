@@ -44,8 +44,12 @@ void crash_and_recover(int batch_size) {
     Inbox inbox(db.pool(4), {.schema = db.schema(), .consumers = {"crash.v1"}, .notify = false});
     std::vector<AcceptRequest> batch;
     for (int i = 0; i < kMessages; ++i) {
-      batch.push_back({.scope = Scope::global(), .source = "crash-test", .consumer = "crash.v1",
-                       .message_id = "m-" + std::to_string(i), .event_type = "crash.test", .schema_version = 1,
+      batch.push_back({.scope = Scope::global(),
+                       .source = "crash-test",
+                       .consumer = "crash.v1",
+                       .message_id = "m-" + std::to_string(i),
+                       .event_type = "crash.test",
+                       .schema_version = 1,
                        .payload = {{"i", i}}});
       if (batch.size() == 500) {
         for (const auto& r : inbox.accept_many(batch)) REQUIRE(r.ok());

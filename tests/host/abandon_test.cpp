@@ -37,18 +37,28 @@ TEST_CASE("a worker process with an abandoned handler stops within its grace and
   create_app_table(db);
   Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {"orders.v1"}, .notify = false});
   const auto order = [](const std::string& id, bool stuck) {
-    return AcceptRequest{.scope = Scope::tenant("t1"), .source = "test", .consumer = "orders.v1", .message_id = id,
-                         .event_type = "order.created", .schema_version = 1,
+    return AcceptRequest{.scope = Scope::tenant("t1"),
+                         .source = "test",
+                         .consumer = "orders.v1",
+                         .message_id = id,
+                         .event_type = "order.created",
+                         .schema_version = 1,
                          .payload = {{"orderId", id}, {"stuck", stuck}}};
   };
   inbox.accept(order("stuck", true));
   for (int i = 0; i < 5; ++i) inbox.accept(order("m-" + std::to_string(i), false));
 
-  const std::vector<std::string> environment = {
-      "BOXCAR_DATABASE_URL=" + db.url(), "BOXCAR_SCHEMA=" + db.schema(), "BOXCAR_CONSUMERS=orders.v1",
-      "BOXCAR_HTTP_LISTEN=127.0.0.1:0", "BOXCAR_WORKER_POLL_INTERVAL_MS=100", "BOXCAR_WORKER_CONCURRENCY=2",
-      "BOXCAR_WORKER_HANDLER_TIMEOUT_MS=500", "BOXCAR_WORKER_LEASE_MS=2000", "BOXCAR_WORKER_MAX_ATTEMPTS=1",
-      "BOXCAR_SHUTDOWN_GRACE_MS=500", "BOXCAR_LOG_LEVEL=warn"};
+  const std::vector<std::string> environment = {"BOXCAR_DATABASE_URL=" + db.url(),
+                                                "BOXCAR_SCHEMA=" + db.schema(),
+                                                "BOXCAR_CONSUMERS=orders.v1",
+                                                "BOXCAR_HTTP_LISTEN=127.0.0.1:0",
+                                                "BOXCAR_WORKER_POLL_INTERVAL_MS=100",
+                                                "BOXCAR_WORKER_CONCURRENCY=2",
+                                                "BOXCAR_WORKER_HANDLER_TIMEOUT_MS=500",
+                                                "BOXCAR_WORKER_LEASE_MS=2000",
+                                                "BOXCAR_WORKER_MAX_ATTEMPTS=1",
+                                                "BOXCAR_SHUTDOWN_GRACE_MS=500",
+                                                "BOXCAR_LOG_LEVEL=warn"};
   const pid_t worker = fork();
   if (worker == 0) {
     for (const auto& e : environment) putenv(const_cast<char*>(e.c_str()));

@@ -50,7 +50,8 @@ TEST_CASE("the backlog collector reports every inbox and outbox status, ages and
   for (const auto* id : {"a-1", "a-2"}) inbox.accept(message(kAudit, id));
   s.set("o-1", "status = 'DEAD', dead_reason = 'HANDLER_PERMANENT'");
   s.set("o-2", "status = 'RETRYABLE', available_at = now() - interval '120 seconds'");
-  s.set("o-3", "status = 'PROCESSING', claim_token = gen_random_uuid(), lease_expires_at = now() + interval '1 minute'");
+  s.set("o-3",
+        "status = 'PROCESSING', claim_token = gen_random_uuid(), lease_expires_at = now() + interval '1 minute'");
   // Scheduled in the future: PENDING, but not due, so it must not make the age negative.
   s.set("o-4", "available_at = now() + interval '1 hour'");
   s.set("o-5", "status = 'COMPLETED', completed_at = now()");
@@ -62,12 +63,10 @@ TEST_CASE("the backlog collector reports every inbox and outbox status, ages and
   {
     Tx tx = s.pool->begin();
     for (int i = 0; i < 6; ++i)
-      outbox.emit(tx,
-                  OutboxMessage{.event_type = "thing.emitted",
-                                .schema_version = 1,
-                                .topic = "things",
-                                .payload = {{"n", i}}},
-                  {.scope = Scope::tenant("t1")});
+      outbox.emit(
+          tx,
+          OutboxMessage{.event_type = "thing.emitted", .schema_version = 1, .topic = "things", .payload = {{"n", i}}},
+          {.scope = Scope::tenant("t1")});
     tx.commit();
   }
   const auto ids = s.db.query("SELECT id FROM {schema}.outbox_events ORDER BY id");
@@ -76,8 +75,9 @@ TEST_CASE("the backlog collector reports every inbox and outbox status, ages and
     s.db.query("UPDATE {schema}.outbox_events SET " + assignments + " WHERE id = " + ids[index][0].c_str());
   };
   outbox_set(1, "status = 'RETRYABLE', available_at = now() + interval '1 minute'");
-  outbox_set(2, "status = 'PUBLISHING', claim_token = gen_random_uuid(), lease_expires_at = now() + interval '1 minute', "
-                "created_at = now() - interval '300 seconds'");
+  outbox_set(2,
+             "status = 'PUBLISHING', claim_token = gen_random_uuid(), lease_expires_at = now() + interval '1 minute', "
+             "created_at = now() - interval '300 seconds'");
   outbox_set(3, "status = 'DEAD', dead_reason = 'ATTEMPTS_EXHAUSTED'");
   // Published long ago: finished, so it must not count as the oldest unpublished event.
   outbox_set(4, "status = 'PUBLISHED', published_at = now(), created_at = now() - interval '1 hour'");

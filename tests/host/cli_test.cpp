@@ -31,12 +31,17 @@ Run boxcar_cli(const TestDatabase& db, const std::string& arguments) {
 }
 
 std::int64_t accept_dead(TestDatabase& db, Inbox& inbox, const std::string& id, const std::string& error) {
-  const auto receipt = inbox.accept({.scope = Scope::tenant("t1"), .source = "s", .consumer = "orders.v1",
-                                     .message_id = id, .event_type = "order.created", .schema_version = 1,
+  const auto receipt = inbox.accept({.scope = Scope::tenant("t1"),
+                                     .source = "s",
+                                     .consumer = "orders.v1",
+                                     .message_id = id,
+                                     .event_type = "order.created",
+                                     .schema_version = 1,
                                      .payload = {{"id", id}}});
-  db.query("UPDATE {schema}.inbox_receipts SET status = 'DEAD', dead_reason = 'ATTEMPTS_EXHAUSTED', attempts = 3, "
-           "finished_attempts = 3, last_error_type = 'std::runtime_error', last_error = '" + error +
-           "' WHERE id = " + std::to_string(receipt.id));
+  db.query(
+      "UPDATE {schema}.inbox_receipts SET status = 'DEAD', dead_reason = 'ATTEMPTS_EXHAUSTED', attempts = 3, "
+      "finished_attempts = 3, last_error_type = 'std::runtime_error', last_error = '" +
+      error + "' WHERE id = " + std::to_string(receipt.id));
   return receipt.id;
 }
 
@@ -46,8 +51,13 @@ TEST_CASE("boxcar status shows the backlog per consumer and status, as a table a
   TestDatabase db;
   Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {"orders.v1", "audit.v1"}, .notify = false});
   accept_dead(db, inbox, "d-1", "order 17 failed");
-  inbox.accept({.scope = Scope::global(), .source = "s", .consumer = "orders.v1", .message_id = "p-1",
-                .event_type = "order.created", .schema_version = 1, .payload = {{"n", 1}}});
+  inbox.accept({.scope = Scope::global(),
+                .source = "s",
+                .consumer = "orders.v1",
+                .message_id = "p-1",
+                .event_type = "order.created",
+                .schema_version = 1,
+                .payload = {{"n", 1}}});
   const Run table = boxcar_cli(db, "status");
   CHECK(table.exit_code == 0);
   CHECK(table.output.find("orders.v1") != std::string::npos);
@@ -84,8 +94,10 @@ TEST_CASE("boxcar dead retry resets matching DEAD receipts and records who did i
 
   const Run retry = boxcar_cli(db, "dead retry --id " + std::to_string(a) + " --actor alice");
   CHECK(retry.exit_code == 0);
-  const auto row = db.query("SELECT status, attempts, replay_count, last_replayed_by FROM {schema}.inbox_receipts "
-                            "WHERE id = " + std::to_string(a))[0];
+  const auto row = db.query(
+      "SELECT status, attempts, replay_count, last_replayed_by FROM {schema}.inbox_receipts "
+      "WHERE id = " +
+      std::to_string(a))[0];
   CHECK(row[0].as<std::string>() == "PENDING");
   CHECK(row[1].as<int>() == 0);
   CHECK(row[2].as<int>() == 1);
@@ -105,8 +117,12 @@ TEST_CASE("boxcar dead discard keeps the identity so a redelivery is still a dup
   CHECK(discard.exit_code == 0);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE discarded_at IS NOT NULL") == 1);
   CHECK(boxcar_cli(db, "dead list --json").output.find("\"d-1\"") == std::string::npos);
-  const auto again = inbox.accept({.scope = Scope::tenant("t1"), .source = "s", .consumer = "orders.v1",
-                                   .message_id = "d-1", .event_type = "order.created", .schema_version = 1,
+  const auto again = inbox.accept({.scope = Scope::tenant("t1"),
+                                   .source = "s",
+                                   .consumer = "orders.v1",
+                                   .message_id = "d-1",
+                                   .event_type = "order.created",
+                                   .schema_version = 1,
                                    .payload = {{"id", "d-1"}}});
   CHECK(again.kind == Receipt::Kind::Duplicate);
 }
@@ -115,10 +131,16 @@ TEST_CASE("boxcar purge deletes only finished rows past retention") {
   TestDatabase db;
   Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {"orders.v1"}, .notify = false});
   for (int i = 0; i < 5; ++i)
-    inbox.accept({.scope = Scope::global(), .source = "s", .consumer = "orders.v1", .message_id = "m-" + std::to_string(i),
-                  .event_type = "order.created", .schema_version = 1, .payload = {{"n", i}}});
-  db.query("UPDATE {schema}.inbox_receipts SET status = 'COMPLETED', completed_at = now() - interval '40 days' "
-           "WHERE message_id IN ('m-0', 'm-1', 'm-2')");
+    inbox.accept({.scope = Scope::global(),
+                  .source = "s",
+                  .consumer = "orders.v1",
+                  .message_id = "m-" + std::to_string(i),
+                  .event_type = "order.created",
+                  .schema_version = 1,
+                  .payload = {{"n", i}}});
+  db.query(
+      "UPDATE {schema}.inbox_receipts SET status = 'COMPLETED', completed_at = now() - interval '40 days' "
+      "WHERE message_id IN ('m-0', 'm-1', 'm-2')");
   db.query("UPDATE {schema}.inbox_receipts SET status = 'COMPLETED', completed_at = now() WHERE message_id = 'm-3'");
   const Run purged = boxcar_cli(db, "purge --inbox-days 30 --batch-size 2 --json");
   REQUIRE(purged.exit_code == 0);

@@ -44,9 +44,15 @@ const std::string kEnd = "<!-- config-reference:end -->";
 TEST_CASE("every configuration key rejects a malformed value with an error naming that key") {
   // One malformed value per kind of key; a new kind must add one here.
   const std::map<std::string, std::string> invalid = {
-      {"libpq URL", ""},        {"identifier", "Not-A-Schema"}, {"libpq NAME=VALUE ...", "keepalives"},
-      {"list A,B", "a,,b"},     {"true|false", "perhaps"},      {"rerun|savepoint", "sometimes"},
-      {"HOST:PORT", "nowhere"}, {"text|json", "xml"},           {"TYPE=TOPIC,...", "no-topic"},
+      {"libpq URL", ""},
+      {"identifier", "Not-A-Schema"},
+      {"libpq NAME=VALUE ...", "keepalives"},
+      {"list A,B", "a,,b"},
+      {"true|false", "perhaps"},
+      {"rerun|savepoint", "sometimes"},
+      {"HOST:PORT", "nowhere"},
+      {"text|json", "xml"},
+      {"TYPE=TOPIC,...", "no-topic"},
       {"trace|debug|info|warn|error|critical|off", "loud"},
   };
   for (const auto& key : config_keys()) {
@@ -71,12 +77,12 @@ TEST_CASE("every key set from the environment under its listed variable reaches 
   // Each key's documented value round-trips: environment in, config check out.
   std::vector<std::string> env = kBaseEnv;
   std::map<std::string, std::string> expected = {
-      {"worker.claim_limit", "7"},           {"worker.batch_failure_mode", "savepoint"},
-      {"worker.backoff_base_ms", "250"},     {"worker.backoff_cap_ms", "9000"},
-      {"worker.max_error_bytes", "300"},     {"publisher.max_in_flight_batches", "2"},
-      {"publisher.backoff_base_ms", "100"},  {"publisher.backoff_cap_ms", "5000"},
-      {"pool.acquire_timeout_ms", "1500"},   {"pool.default_parameters", "connect_timeout=3"},
-      {"worker.concurrency", "6"},           {"shutdown.grace_ms", "2500"},
+      {"worker.claim_limit", "7"},          {"worker.batch_failure_mode", "savepoint"},
+      {"worker.backoff_base_ms", "250"},    {"worker.backoff_cap_ms", "9000"},
+      {"worker.max_error_bytes", "300"},    {"publisher.max_in_flight_batches", "2"},
+      {"publisher.backoff_base_ms", "100"}, {"publisher.backoff_cap_ms", "5000"},
+      {"pool.acquire_timeout_ms", "1500"},  {"pool.default_parameters", "connect_timeout=3"},
+      {"worker.concurrency", "6"},          {"shutdown.grace_ms", "2500"},
   };
   for (const auto& [name, value] : expected) env.push_back(find_config_key(name)->env + "=" + value);
   const RuntimeConfig config = load_config({.environment = env});
@@ -119,17 +125,19 @@ TEST_CASE("each key's default is the default of the component option it sets") {
 TEST_CASE("every ConfigError key the libraries throw is a key of the configuration table") {
   // Constructor arguments that a program passes (not configuration) and the test kit's
   // own variable are named as such; everything else must be a real key.
-  const std::set<std::string> arguments = {"handlers",  "inbox.pool",   "worker.pool",     "outbox.pool",
-                                           "publisher.pool", "backlog.pool", "backlog.metrics", "kafka",
-                                           "config.file", "BOXCAR_TEST_DATABASE_URL"};
+  const std::set<std::string> arguments = {
+      "handlers",     "inbox.pool",      "worker.pool", "outbox.pool", "publisher.pool",
+      "backlog.pool", "backlog.metrics", "kafka",       "config.file", "BOXCAR_TEST_DATABASE_URL"};
   const std::regex thrown(R"re(ConfigError\(\s*"([^"]+)")re");
   std::size_t checked = 0;
   for (const char* folder : {"inbox", "outbox", "publisher", "runtime"}) {
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(std::filesystem::path(BOXCAR_SOURCE_DIR) / folder)) {
+    for (const auto& entry :
+         std::filesystem::recursive_directory_iterator(std::filesystem::path(BOXCAR_SOURCE_DIR) / folder)) {
       const auto extension = entry.path().extension();
       if (extension != ".cpp" && extension != ".hpp") continue;
       const std::string text = read(entry.path());
-      for (auto match = std::sregex_iterator(text.begin(), text.end(), thrown); match != std::sregex_iterator(); ++match) {
+      for (auto match = std::sregex_iterator(text.begin(), text.end(), thrown); match != std::sregex_iterator();
+           ++match) {
         const std::string key = (*match)[1];
         if (arguments.contains(key)) continue;
         INFO(entry.path().string() << " throws ConfigError(\"" << key << "\")");

@@ -50,7 +50,9 @@ TEST_CASE("configuration precedence is defaults, then the file, then the environ
   CHECK(from_env.consumers == std::vector<std::string>{"a", "b"});
   CHECK(from_env.publisher.kafka.at("bootstrap.servers") == "env:9092");
   const auto from_flags =
-      load_config({.file = file, .environment = env, .flags = {{"worker.concurrency", "7"}, {"kafka.bootstrap.servers", "flag:9092"}}});
+      load_config({.file = file,
+                   .environment = env,
+                   .flags = {{"worker.concurrency", "7"}, {"kafka.bootstrap.servers", "flag:9092"}}});
   CHECK(from_flags.worker.concurrency == 7);
   CHECK(from_flags.publisher.kafka.at("bootstrap.servers") == "flag:9092");
   // BOXCAR_CONFIG names the file when no flag does.
@@ -61,12 +63,15 @@ TEST_CASE("configuration precedence is defaults, then the file, then the environ
 TEST_CASE("invalid configuration names the offending key") {
   const auto env = kBaseEnv;
   CHECK(key_of([&] { load_config({.environment = std::vector<std::string>{}}); }) == "database.url");
-  CHECK(key_of([&] { load_config({.environment = env, .flags = {{"worker.concurrency", "many"}}}); }) ==
-        "worker.concurrency");
-  CHECK(key_of([&] { load_config({.environment = env, .flags = {{"worker.concurency", "2"}}}); }) ==
-        "worker.concurency");
-  CHECK(key_of([&] { load_config({.environment = env, .flags = {{"worker.enabled", "perhaps"}}}); }) ==
-        "worker.enabled");
+  CHECK(key_of([&] {
+          load_config({.environment = env, .flags = {{"worker.concurrency", "many"}}});
+        }) == "worker.concurrency");
+  CHECK(key_of([&] {
+          load_config({.environment = env, .flags = {{"worker.concurency", "2"}}});
+        }) == "worker.concurency");
+  CHECK(key_of([&] {
+          load_config({.environment = env, .flags = {{"worker.enabled", "perhaps"}}});
+        }) == "worker.enabled");
   CHECK(key_of([&] { load_config({.environment = env, .flags = {{"http.listen", "nowhere"}}}); }) == "http.listen");
   CHECK(key_of([&] { load_config({.environment = env, .flags = {{"log.format", "xml"}}}); }) == "log.format");
   CHECK(key_of([&] { load_config({.file = write_file(R"({"worker": {"concurrecny": 1}})"), .environment = env}); }) ==

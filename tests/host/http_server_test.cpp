@@ -27,17 +27,17 @@ TEST_CASE("the HTTP server serves metrics, liveness and readiness on an ephemera
   HttpServer server({.listen = "127.0.0.1:0"}, metrics, [&] {
     ++probes;
     const bool up = database_up;
-    return ReadinessReport{.ready = up,
-                           .checks = {{"database", up}, {"migrations", true}},
-                           .detail = up ? "" : "database unreachable"};
+    return ReadinessReport{
+        .ready = up, .checks = {{"database", up}, {"migrations", true}}, .detail = up ? "" : "database unreachable"};
   });
   REQUIRE(server.port() > 0);
 
   const auto scrape = http_request(server.port(), "GET", "/metrics");
   CHECK(scrape.status == 200);
   CHECK_THAT(scrape.headers, Contains("text/plain; version=0.0.4"));
-  CHECK(Exposition(scrape.body).value("boxcar_inbox_accept_total",
-                                      {{"consumer", "orders.v1"}, {"result", "accepted"}}) == 1);
+  CHECK(
+      Exposition(scrape.body).value("boxcar_inbox_accept_total", {{"consumer", "orders.v1"}, {"result", "accepted"}}) ==
+      1);
   // A scrape sees updates made after the server started.
   metrics->accept_result("orders.v1", "accepted");
   CHECK(Exposition(http_request(server.port(), "GET", "/metrics").body)

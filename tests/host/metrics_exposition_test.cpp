@@ -64,7 +64,8 @@ TEST_CASE("every metrics method shows up in the exposition under its documented 
   CHECK(e.bucket("boxcar_inbox_claim_batch_size", {}, 10) == 2);
   CHECK(e.bucket("boxcar_inbox_claim_batch_size", {}, 1000) == 2);
 
-  CHECK(e.value("boxcar_outbox_emitted_total", {{"event_type", "order.projected"}, {"topic", "orders.projected"}}) == 1);
+  CHECK(e.value("boxcar_outbox_emitted_total", {{"event_type", "order.projected"}, {"topic", "orders.projected"}}) ==
+        1);
   CHECK(e.value("boxcar_publisher_events_total", {{"topic", "orders.projected"}, {"outcome", "delivered"}}) == 3);
   CHECK(e.value("boxcar_publisher_events_total", {{"topic", "orders.projected"}, {"outcome", "failed"}}) == 1);
   CHECK(e.bucket("boxcar_publisher_emit_to_delivered_seconds", {{"topic", "orders.projected"}}, 0.025) == 0);

@@ -25,9 +25,9 @@ namespace {
 
 std::vector<NamedStatement> every_statement() {
   std::vector<NamedStatement> all;
-  for (auto part : {boxcar::detail::core_statements(), boxcar::detail::inbox_statements(),
-                    boxcar::detail::outbox_statements(), boxcar::detail::publisher_statements(),
-                    boxcar::detail::ops_statements(), boxcar::detail::testing_statements()})
+  for (auto part :
+       {boxcar::detail::core_statements(), boxcar::detail::inbox_statements(), boxcar::detail::outbox_statements(),
+        boxcar::detail::publisher_statements(), boxcar::detail::ops_statements(), boxcar::detail::testing_statements()})
     all.insert(all.end(), part.begin(), part.end());
   return all;
 }
@@ -76,9 +76,9 @@ TEST_CASE("a statement with a misspelt column fails to prepare and the failure n
 }
 
 TEST_CASE("every component lists its statements under unique names", "[statements]") {
-  for (const auto& part : {boxcar::detail::core_statements(), boxcar::detail::inbox_statements(),
-                           boxcar::detail::outbox_statements(), boxcar::detail::publisher_statements(),
-                           boxcar::detail::ops_statements(), boxcar::detail::testing_statements()})
+  for (const auto& part :
+       {boxcar::detail::core_statements(), boxcar::detail::inbox_statements(), boxcar::detail::outbox_statements(),
+        boxcar::detail::publisher_statements(), boxcar::detail::ops_statements(), boxcar::detail::testing_statements()})
     CHECK_FALSE(part.empty());
   std::set<std::string_view> names;
   for (const auto& statement : every_statement()) {

@@ -39,10 +39,11 @@ struct Setup {
   }
   // A receipt that died `age` ago with the given failure.
   void kill(std::int64_t id, const std::string& type, const std::string& error, std::chrono::seconds age = 0s) {
-    exec("UPDATE {schema}.inbox_receipts SET status = 'DEAD', dead_reason = 'X', attempts = 3, "
-         "finished_attempts = 3, last_error_type = $2, last_error = $3, "
-         "updated_at = now() - make_interval(secs => $4) WHERE id = $1",
-         id, type, error, static_cast<double>(age.count()));
+    exec(
+        "UPDATE {schema}.inbox_receipts SET status = 'DEAD', dead_reason = 'X', attempts = 3, "
+        "finished_attempts = 3, last_error_type = $2, last_error = $3, "
+        "updated_at = now() - make_interval(secs => $4) WHERE id = $1",
+        id, type, error, static_cast<double>(age.count()));
   }
   std::int64_t dead(const std::string& consumer, const std::string& id, const std::string& type,
                     const std::string& error, std::chrono::seconds age = 0s,
@@ -52,9 +53,10 @@ struct Setup {
     return receipt;
   }
   void complete(std::int64_t id, std::chrono::hours ago) {
-    exec("UPDATE {schema}.inbox_receipts SET status = 'COMPLETED', attempts = 1, finished_attempts = 1, "
-         "completed_at = now() - make_interval(hours => $2) WHERE id = $1",
-         id, static_cast<int>(ago.count()));
+    exec(
+        "UPDATE {schema}.inbox_receipts SET status = 'COMPLETED', attempts = 1, finished_attempts = 1, "
+        "completed_at = now() - make_interval(hours => $2) WHERE id = $1",
+        id, static_cast<int>(ago.count()));
   }
 
   std::int64_t emit(const std::string& event_type = "order.projected", const std::string& order = "o-1") {
@@ -69,14 +71,16 @@ struct Setup {
     return event.id;
   }
   void kill_event(std::int64_t id, const std::string& error, std::chrono::seconds age = 0s) {
-    exec("UPDATE {schema}.outbox_events SET status = 'DEAD', dead_reason = 'ATTEMPTS_EXHAUSTED', attempts = 5, "
-         "last_error = $2, updated_at = now() - make_interval(secs => $3) WHERE id = $1",
-         id, error, static_cast<double>(age.count()));
+    exec(
+        "UPDATE {schema}.outbox_events SET status = 'DEAD', dead_reason = 'ATTEMPTS_EXHAUSTED', attempts = 5, "
+        "last_error = $2, updated_at = now() - make_interval(secs => $3) WHERE id = $1",
+        id, error, static_cast<double>(age.count()));
   }
   void publish(std::int64_t id, std::chrono::hours ago) {
-    exec("UPDATE {schema}.outbox_events SET status = 'PUBLISHED', attempts = 1, "
-         "published_at = now() - make_interval(hours => $2) WHERE id = $1",
-         id, static_cast<int>(ago.count()));
+    exec(
+        "UPDATE {schema}.outbox_events SET status = 'PUBLISHED', attempts = 1, "
+        "published_at = now() - make_interval(hours => $2) WHERE id = $1",
+        id, static_cast<int>(ago.count()));
   }
 };
 
@@ -110,8 +114,9 @@ TEST_CASE("status counts receipts and events per status and shows declared consu
   s.exec("UPDATE {schema}.inbox_receipts SET discarded_at = now(), discarded_by = 'bob' WHERE id = $1", discarded);
   // Retrying later: RETRYABLE but not due, so it does not count towards the due age.
   s.accept(kAudit, "r-1");
-  s.exec("UPDATE {schema}.inbox_receipts SET status = 'RETRYABLE', attempts = 1, finished_attempts = 1, "
-         "available_at = now() + interval '1 hour' WHERE message_id = 'r-1'");
+  s.exec(
+      "UPDATE {schema}.inbox_receipts SET status = 'RETRYABLE', attempts = 1, finished_attempts = 1, "
+      "available_at = now() + interval '1 hour' WHERE message_id = 'r-1'");
   s.emit();
   s.publish(s.emit(), 1h);
   s.kill_event(s.emit(), "broker down");
@@ -208,15 +213,13 @@ TEST_CASE("dead list returns only DEAD records that are not discarded and honour
         std::vector<std::int64_t>{a, c});
   CHECK(ids_of(dead_list(*s.pool, schema, RecordKind::Inbox, {.error_contains = "validationerror"})) ==
         std::vector<std::int64_t>{b});
-  CHECK(ids_of(dead_list(*s.pool, schema, RecordKind::Inbox, {.older_than = 5min})) ==
-        std::vector<std::int64_t>{a, b});
+  CHECK(ids_of(dead_list(*s.pool, schema, RecordKind::Inbox, {.older_than = 5min})) == std::vector<std::int64_t>{a, b});
   CHECK(ids_of(dead_list(*s.pool, schema, RecordKind::Inbox, {.older_than = 1h})) == std::vector<std::int64_t>{a});
   CHECK(ids_of(dead_list(*s.pool, schema, RecordKind::Inbox, {.ids = {c, gone, 999999}})) ==
         std::vector<std::int64_t>{c});
   CHECK(ids_of(dead_list(*s.pool, schema, RecordKind::Inbox, {.consumer = kOrders, .error_contains = "TIMED"})) ==
         std::vector<std::int64_t>{a});
-  CHECK(ids_of(dead_list(*s.pool, schema, RecordKind::Inbox, {.group = all[0].group})) ==
-        std::vector<std::int64_t>{a});
+  CHECK(ids_of(dead_list(*s.pool, schema, RecordKind::Inbox, {.group = all[0].group})) == std::vector<std::int64_t>{a});
   CHECK(dead_list(*s.pool, schema, RecordKind::Inbox, {.limit = 2}).size() == 2);
 
   const auto event = s.emit();
@@ -318,10 +321,8 @@ TEST_CASE("dead show returns the payload and metadata of a DEAD record and refus
   CHECK(to_json(record)["payload"]["id"] == "m-1");
   CHECK(to_table(record).find("corr-7") != std::string::npos);
 
-  CHECK(error_code([&] { dead_show(*s.pool, s.db.schema(), RecordKind::Inbox, alive); }) ==
-        "DEAD_RECORD_NOT_FOUND");
-  CHECK(error_code([&] { dead_show(*s.pool, s.db.schema(), RecordKind::Inbox, 424242); }) ==
-        "DEAD_RECORD_NOT_FOUND");
+  CHECK(error_code([&] { dead_show(*s.pool, s.db.schema(), RecordKind::Inbox, alive); }) == "DEAD_RECORD_NOT_FOUND");
+  CHECK(error_code([&] { dead_show(*s.pool, s.db.schema(), RecordKind::Inbox, 424242); }) == "DEAD_RECORD_NOT_FOUND");
   CHECK(s.count("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
 
   const auto event = s.emit("order.projected", "o-9");
@@ -337,9 +338,10 @@ TEST_CASE("dead retry makes matching receipts PENDING with no attempts and recor
   Setup s;
   const auto target = s.dead(kOrders, "m-1", "NotFound", "order 17 not found");
   const auto other = s.dead(kAudit, "m-2", "NotFound", "order 18 not found");
-  const auto before = s.db.query("SELECT fingerprint, source, consumer, message_id, scope_id "
-                                 "FROM {schema}.inbox_receipts WHERE id = " +
-                                 std::to_string(target))[0];
+  const auto before = s.db.query(
+      "SELECT fingerprint, source, consumer, message_id, scope_id "
+      "FROM {schema}.inbox_receipts WHERE id = " +
+      std::to_string(target))[0];
   const auto fingerprint = before[0].as<std::string>();
 
   const auto result = dead_retry(*s.pool, s.db.schema(), RecordKind::Inbox, {.consumer = kOrders}, "alice", false);
@@ -353,7 +355,9 @@ TEST_CASE("dead retry makes matching receipts PENDING with no attempts and recor
                 " AND available_at <= now() AND last_error_type = 'NotFound'"
                 " AND last_error = 'order 17 not found' AND replay_count = 1"
                 " AND last_replayed_by = 'alice' AND last_replayed_at IS NOT NULL"
-                " AND fingerprint = '" + fingerprint + "' AND source = 'test' AND consumer = 'orders.v1'"
+                " AND fingerprint = '" +
+                fingerprint +
+                "' AND source = 'test' AND consumer = 'orders.v1'"
                 " AND message_id = 'm-1' AND scope_id = 't1'") == 1);
   // The other consumer's record is untouched.
   CHECK(s.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE id = " + std::to_string(other) +
@@ -385,7 +389,8 @@ TEST_CASE("dead retry of outbox events makes them publishable again") {
   CHECK(result.ids == std::vector<std::int64_t>{event});
   CHECK(s.count("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'PENDING' AND attempts = 0"
                 " AND dead_reason IS NULL AND last_error = 'broker down' AND replay_count = 1"
-                " AND last_replayed_by = 'alice' AND event_id = '" + event_id + "'") == 1);
+                " AND last_replayed_by = 'alice' AND event_id = '" +
+                event_id + "'") == 1);
   CHECK(s.count("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'DEAD'") == 0);
 }
 
@@ -461,8 +466,7 @@ TEST_CASE("retry and discard without a filter are refused unless all is set") {
   const auto& schema = s.db.schema();
 
   CHECK(error_code([&] { dead_retry(*s.pool, schema, RecordKind::Inbox, {}, "alice"); }) == "DEAD_FILTER_REQUIRED");
-  CHECK(error_code([&] { dead_discard(*s.pool, schema, RecordKind::Inbox, {}, "alice"); }) ==
-        "DEAD_FILTER_REQUIRED");
+  CHECK(error_code([&] { dead_discard(*s.pool, schema, RecordKind::Inbox, {}, "alice"); }) == "DEAD_FILTER_REQUIRED");
   CHECK(error_code([&] { dead_retry(*s.pool, schema, RecordKind::Outbox, {.limit = 5}, "alice"); }) ==
         "DEAD_FILTER_REQUIRED");
   CHECK(error_code([&] { dead_retry(*s.pool, schema, RecordKind::Inbox, {.consumer = kOrders}, ""); }) ==
@@ -484,8 +488,9 @@ TEST_CASE("purge deletes only old COMPLETED receipts and PUBLISHED events, in bo
   s.complete(s.accept(kOrders, "recent"), 24h);
   s.dead(kOrders, "dead", "Boom", "exploded", 24h * 60);
   s.accept(kOrders, "pending");
-  s.exec("UPDATE {schema}.inbox_receipts SET created_at = now() - interval '60 days', "
-         "available_at = now() - interval '60 days' WHERE message_id = 'pending'");
+  s.exec(
+      "UPDATE {schema}.inbox_receipts SET created_at = now() - interval '60 days', "
+      "available_at = now() - interval '60 days' WHERE message_id = 'pending'");
   for (int i = 0; i < 10; ++i) s.publish(s.emit(), 24h * 8);
   s.publish(s.emit(), 24h);
   s.kill_event(s.emit(), "broker down", 24h * 60);
@@ -506,8 +511,7 @@ TEST_CASE("purge deletes only old COMPLETED receipts and PUBLISHED events, in bo
   CHECK(report.outbox_deleted == 10);
   CHECK(report.outbox_batches == 4);
   CHECK(s.count("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
-  CHECK(s.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id IN ('recent', 'dead', 'pending')") ==
-        3);
+  CHECK(s.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id IN ('recent', 'dead', 'pending')") == 3);
   CHECK(s.count("SELECT count(*) FROM {schema}.outbox_events") == 3);
   CHECK(s.count("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHED'") == 1);
   CHECK(to_json(report)["inbox_deleted"] == 10);
@@ -535,6 +539,5 @@ TEST_CASE("a redelivery after its receipt was purged is accepted as new") {
   const auto again = s.inbox.accept(message(kOrders, "m-1"));
   CHECK(again.kind == Receipt::Kind::Accepted);
   CHECK(again.id != first.id);
-  CHECK(s.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'm-1' AND status = 'PENDING'") ==
-        1);
+  CHECK(s.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'm-1' AND status = 'PENDING'") == 1);
 }

@@ -77,8 +77,13 @@ TEST_CASE("a runtime running every role exports counters and backlog gauges that
   CHECK(eventually([&] { return http_get(port, "/readyz").status == 200; }, 10s));
 
   const auto request = [](const std::string& consumer, const std::string& id, const std::string& kind) {
-    return AcceptRequest{.scope = Scope::tenant("t1"), .source = "test", .consumer = consumer, .message_id = id,
-                         .event_type = "order.created", .schema_version = 1, .payload = {{"kind", kind}}};
+    return AcceptRequest{.scope = Scope::tenant("t1"),
+                         .source = "test",
+                         .consumer = consumer,
+                         .message_id = id,
+                         .event_type = "order.created",
+                         .schema_version = 1,
+                         .payload = {{"kind", kind}}};
   };
   for (int i = 0; i < 5; ++i) runtime.inbox().accept(request("orders.v1", "ok-" + std::to_string(i), "ok"));
   runtime.inbox().accept(request("orders.v1", "ok-0", "ok"));  // a redelivery
@@ -94,7 +99,8 @@ TEST_CASE("a runtime running every role exports counters and backlog gauges that
   };
   const bool settled = eventually([&] {
     return value("boxcar_publisher_events_total", {{"outcome", "delivered"}, {"topic", "orders.projected"}}) == 5 &&
-           value("boxcar_inbox_processed_total", {{"consumer", "orders.v1"}, {"event_type", "order.created"}, {"outcome", "dead"}}) == 2 &&
+           value("boxcar_inbox_processed_total",
+                 {{"consumer", "orders.v1"}, {"event_type", "order.created"}, {"outcome", "dead"}}) == 2 &&
            value("boxcar_inbox_receipts", {{"consumer", "orders.v1"}, {"status", "DEAD"}}) == 2;
   });
   const std::string text = metrics();
@@ -108,7 +114,8 @@ TEST_CASE("a runtime running every role exports counters and backlog gauges that
                      {{"consumer", "orders.v1"}, {"event_type", "order.created"}, {"outcome", "completed"}}) == 5);
   CHECK(metric_value(text, "boxcar_inbox_processed_total",
                      {{"consumer", "orders.v1"}, {"event_type", "order.created"}, {"outcome", "retried"}}) == 1);
-  CHECK(metric_value(text, "boxcar_outbox_emitted_total", {{"event_type", "order.projected"}, {"topic", "orders.projected"}}) == 5);
+  CHECK(metric_value(text, "boxcar_outbox_emitted_total",
+                     {{"event_type", "order.projected"}, {"topic", "orders.projected"}}) == 5);
   CHECK(metric_value(text, "boxcar_inbox_handler_duration_seconds_count", {{"consumer", "orders.v1"}}) == 8);
   CHECK(metric_value(text, "boxcar_inbox_accept_to_complete_seconds_count", {{"consumer", "orders.v1"}}) == 5);
   CHECK(metric_value(text, "boxcar_publisher_emit_to_delivered_seconds_count", {{"topic", "orders.projected"}}) == 5);
@@ -123,7 +130,8 @@ TEST_CASE("a runtime running every role exports counters and backlog gauges that
 TEST_CASE("readiness fails while the schema is behind this build's migrations, naming the migrations check") {
   TestDatabase db;
   MockKafka kafka;
-  db.query("DELETE FROM {schema}.schema_migrations WHERE version = (SELECT max(version) FROM {schema}.schema_migrations)");
+  db.query(
+      "DELETE FROM {schema}.schema_migrations WHERE version = (SELECT max(version) FROM {schema}.schema_migrations)");
   Runtime runtime(config_for(db, kafka));
   runtime.start(Role::Ingress);
   std::string detail;
@@ -190,10 +198,14 @@ TEST_CASE("ingress, worker and publisher run as three processes against one data
   MockKafka kafka;
   kafka.create_topic("orders.projected", 2);
   create_app_table(db);
-  const std::vector<std::string> environment = {
-      "BOXCAR_DATABASE_URL=" + db.url(), "BOXCAR_SCHEMA=" + db.schema(), "BOXCAR_CONSUMERS=orders.v1",
-      "BOXCAR_HTTP_LISTEN=127.0.0.1:0", "BOXCAR_WORKER_POLL_INTERVAL_MS=200", "BOXCAR_PUBLISHER_POLL_INTERVAL_MS=200",
-      "BOXCAR_KAFKA_BOOTSTRAP_SERVERS=" + kafka.bootstrap_servers(), "BOXCAR_LOG_LEVEL=warn"};
+  const std::vector<std::string> environment = {"BOXCAR_DATABASE_URL=" + db.url(),
+                                                "BOXCAR_SCHEMA=" + db.schema(),
+                                                "BOXCAR_CONSUMERS=orders.v1",
+                                                "BOXCAR_HTTP_LISTEN=127.0.0.1:0",
+                                                "BOXCAR_WORKER_POLL_INTERVAL_MS=200",
+                                                "BOXCAR_PUBLISHER_POLL_INTERVAL_MS=200",
+                                                "BOXCAR_KAFKA_BOOTSTRAP_SERVERS=" + kafka.bootstrap_servers(),
+                                                "BOXCAR_LOG_LEVEL=warn"};
   const auto spawn = [&](const char* program, std::vector<std::string> args) {
     const pid_t pid = fork();
     if (pid == 0) {
@@ -217,9 +229,8 @@ TEST_CASE("ingress, worker and publisher run as three processes against one data
 
   const pid_t worker = spawn(BOXCAR_TEST_APP_PATH, {"worker"});
   const pid_t publisher = spawn(BOXCAR_CLI_PATH, {"publisher"});  // the generic binary: no application code
-  CHECK(eventually([&] {
-    return db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHED'") == 200;
-  }, 60s));
+  CHECK(eventually(
+      [&] { return db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHED'") == 200; }, 60s));
   ::kill(worker, SIGTERM);
   ::kill(publisher, SIGTERM);
   CHECK(wait_exit(worker) == 0);

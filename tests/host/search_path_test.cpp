@@ -44,7 +44,8 @@ TEST_CASE("the notifier sends its own payloads even with an unnest planted on it
 
   const auto separator = db.url().find('?') == std::string::npos ? "?" : "&";
   {
-    boxcar::detail::AsyncNotifier notifier(db.url() + separator + "options=-csearch_path%3D" + planted + "%2Cpublic", channel);
+    boxcar::detail::AsyncNotifier notifier(db.url() + separator + "options=-csearch_path%3D" + planted + "%2Cpublic",
+                                           channel);
     notifier.notify("orders.v1");
     notifier.flush();
   }

@@ -27,8 +27,15 @@ pid_t spawn_publisher(const TestDatabase& db, const std::string& log, std::vecto
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     dup2(fd, 1);
     dup2(fd, 2);
-    std::vector<std::string> args = {BOXCAR_CLI_PATH, "--database-url", db.url(), "--schema", db.schema(),
-                                     "--http-listen", "", "--kafka", "bootstrap.servers=127.0.0.1:1"};
+    std::vector<std::string> args = {BOXCAR_CLI_PATH,
+                                     "--database-url",
+                                     db.url(),
+                                     "--schema",
+                                     db.schema(),
+                                     "--http-listen",
+                                     "",
+                                     "--kafka",
+                                     "bootstrap.servers=127.0.0.1:1"};
     for (auto& e : extra) args.push_back(e);
     args.emplace_back("publisher");
     std::vector<char*> argv;
@@ -58,9 +65,12 @@ TEST_CASE("a second SIGTERM ends a process that is still draining at once") {
     tx.commit();
   }
   // Kafka is unreachable, so the claimed batch waits out a 20 s delivery timeout on stop.
-  const pid_t pid = spawn_publisher(db, "/tmp/boxcar-signal-test.log",
-                                    {"--set", "publisher.delivery_timeout_ms=20000", "--set", "publisher.lease_ms=60000"});
-  const auto claimed = [&] { return db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHING'"); };
+  const pid_t pid =
+      spawn_publisher(db, "/tmp/boxcar-signal-test.log",
+                      {"--set", "publisher.delivery_timeout_ms=20000", "--set", "publisher.lease_ms=60000"});
+  const auto claimed = [&] {
+    return db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHING'");
+  };
   const auto end = std::chrono::steady_clock::now() + 15s;
   while (claimed() == 0 && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(20ms);
   REQUIRE(claimed() == 1);
@@ -89,8 +99,9 @@ TEST_CASE("the JSON log format writes one JSON object per line, with event field
   }
   const std::string log = "/tmp/boxcar-json-log-test.log";
   // Kafka is unreachable: after the 1 s delivery timeout the publisher logs the failure.
-  const pid_t pid = spawn_publisher(db, log, {"--log-format", "json", "--set", "publisher.delivery_timeout_ms=1000",
-                                              "--set", "publisher.lease_ms=30000"});
+  const pid_t pid = spawn_publisher(
+      db, log,
+      {"--log-format", "json", "--set", "publisher.delivery_timeout_ms=1000", "--set", "publisher.lease_ms=30000"});
   std::this_thread::sleep_for(4500ms);
   ::kill(pid, SIGTERM);
   CHECK(wait_status(pid) == 0);
@@ -107,7 +118,8 @@ TEST_CASE("the JSON log format writes one JSON object per line, with event field
     CHECK(json.contains("level"));
     CHECK(json.contains("logger"));
     if (json.at("message").get<std::string>().find("runtime started") != std::string::npos) saw_start = true;
-    if (json.value("outcome", "") == "failed" && json.value("first_event_id", "") == event_id) saw_failure_fields = true;
+    if (json.value("outcome", "") == "failed" && json.value("first_event_id", "") == event_id)
+      saw_failure_fields = true;
     ++parsed;
   }
   std::fclose(file);

@@ -22,8 +22,7 @@ class OrderProjection final : public InboxHandler {
   void handle(const nlohmann::json& payload, HandlerContext& context) override {
     const std::string order_id = payload.at("orderId");
     context.tx.exec("INSERT INTO " + table_ + " (tenant_id, order_id) VALUES ($1, $2)", context.scope.id, order_id);
-    outbox_.emit(context.tx, OrderProjected{order_id},
-                 {.scope = context.scope, .causation_id = context.message_id});
+    outbox_.emit(context.tx, OrderProjected{order_id}, {.scope = context.scope, .causation_id = context.message_id});
   }
 
  private:
@@ -65,29 +64,34 @@ TEST_CASE("accept, handle with one row and one event, publish, and deduplicate d
   Inbox inbox(pool, {.schema = db.schema(), .consumers = {"orders.projection.v1", "downstream.v1"}, .notify = false});
   OutboxEmitter outbox(pool, {.schema = db.schema(), .notify = false});
 
-  const Receipt accepted = inbox.accept({.scope = scope, .source = "orders-service",
-                                         .consumer = "orders.projection.v1", .message_id = "evt-1001",
-                                         .event_type = "order.created", .schema_version = 1,
+  const Receipt accepted = inbox.accept({.scope = scope,
+                                         .source = "orders-service",
+                                         .consumer = "orders.projection.v1",
+                                         .message_id = "evt-1001",
+                                         .event_type = "order.created",
+                                         .schema_version = 1,
                                          .payload = {{"orderId", "o-42"}}});
   REQUIRE(accepted.kind == Receipt::Kind::Accepted);
 
   Worker worker(pool,
-                {.schema = db.schema(), .consumers = {"orders.projection.v1", "downstream.v1"},
+                {.schema = db.schema(),
+                 .consumers = {"orders.projection.v1", "downstream.v1"},
                  .owned_consumers = {"orders.projection.v1"}},
-                {{.consumer = "orders.projection.v1", .supports = {{"order.created", 1}},
+                {{.consumer = "orders.projection.v1",
+                  .supports = {{"order.created", 1}},
                   .handler = std::make_shared<OrderProjection>(outbox, db.qualified("{schema}.order_projection"))}});
   CHECK(worker.drain() == 1);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.order_projection") == 1);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.outbox_events") == 1);
 
-  Publisher publisher(pool, {.schema = db.schema(), .kafka = {{"bootstrap.servers", kafka.bootstrap_servers()}},
-                             .delivery_timeout = 5s});
+  Publisher publisher(
+      pool,
+      {.schema = db.schema(), .kafka = {{"bootstrap.servers", kafka.bootstrap_servers()}}, .delivery_timeout = 5s});
   CHECK(publisher.drain() == 1);
 
   const auto records = kafka.read_all("orders.projected", 1, 20s);
   REQUIRE(records.size() == 1);
-  const std::string event_id =
-      db.query("SELECT event_id::text FROM {schema}.outbox_events")[0][0].as<std::string>();
+  const std::string event_id = db.query("SELECT event_id::text FROM {schema}.outbox_events")[0][0].as<std::string>();
   CHECK(records[0].headers.at("event_id") == event_id);
   CHECK(records[0].headers.at("causation_id") == "evt-1001");
 
@@ -98,7 +102,8 @@ TEST_CASE("accept, handle with one row and one event, publish, and deduplicate d
   CHECK(redelivered.kind == Receipt::Kind::Duplicate);
   CHECK(redelivered.id == downstream.id);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE consumer = 'downstream.v1'") == 1);
-  const auto identity = db.query("SELECT scope_kind, scope_id FROM {schema}.inbox_receipts WHERE consumer = 'downstream.v1'")[0];
+  const auto identity =
+      db.query("SELECT scope_kind, scope_id FROM {schema}.inbox_receipts WHERE consumer = 'downstream.v1'")[0];
   CHECK(identity[0].as<std::string>() == to_string(scope.kind));
   CHECK(identity[1].as<std::string>() == scope.id);
 }

@@ -28,8 +28,8 @@ pid_t spawn_publisher(const TestDatabase& db, const MockKafka& kafka) {
     const std::string bootstrap = "bootstrap.servers=" + kafka.bootstrap_servers();
     execl(BOXCAR_CLI_PATH, BOXCAR_CLI_PATH, "--database-url", db.url().c_str(), "--schema", db.schema().c_str(),
           "--kafka", bootstrap.c_str(), "--set", "publisher.batch_size=100", "--set",
-          "publisher.delivery_timeout_ms=2000", "--set", "publisher.lease_ms=7000", "--http-listen", "",
-          "publisher", static_cast<char*>(nullptr));
+          "publisher.delivery_timeout_ms=2000", "--set", "publisher.lease_ms=7000", "--http-listen", "", "publisher",
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   REQUIRE(pid > 0);
@@ -49,15 +49,18 @@ TEST_CASE("publisher processes killed with SIGKILL mid-batch deliver every event
   for (int i = 0; i < kEvents;) {
     Tx tx = pool->begin();
     for (int j = 0; j < 100; ++j, ++i)
-      event_id_of[i] = outbox
-                           .emit(tx,
-                                 OutboxMessage{.event_type = "order.projected", .schema_version = 1,
-                                               .topic = "orders", .payload = {{"n", i}}},
-                                 {.scope = Scope::tenant("t" + std::to_string(i % 7))})
-                           .event_id;
+      event_id_of[i] =
+          outbox
+              .emit(tx,
+                    OutboxMessage{
+                        .event_type = "order.projected", .schema_version = 1, .topic = "orders", .payload = {{"n", i}}},
+                    {.scope = Scope::tenant("t" + std::to_string(i % 7))})
+              .event_id;
     tx.commit();
   }
-  const auto published = [&] { return db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHED'"); };
+  const auto published = [&] {
+    return db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHED'");
+  };
 
   std::mt19937 rng{std::random_device{}()};
   int kills_mid_run = 0;

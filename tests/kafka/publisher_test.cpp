@@ -44,12 +44,14 @@ struct Setup {
     std::set<std::string> ids;
     for (int i = offset; i < offset + count; ++i) {
       Tx tx = pool->begin();
-      ids.insert(outbox
-                     .emit(tx,
-                           OutboxMessage{.event_type = "order.projected", .schema_version = 1, .topic = "orders",
-                                         .payload = {{"n", i}}},
-                           {.scope = Scope::tenant("tenant-" + std::to_string(i % 5)), .causation_id = "cause-" + std::to_string(i)})
-                     .event_id);
+      ids.insert(
+          outbox
+              .emit(tx,
+                    OutboxMessage{
+                        .event_type = "order.projected", .schema_version = 1, .topic = "orders", .payload = {{"n", i}}},
+                    {.scope = Scope::tenant("tenant-" + std::to_string(i % 5)),
+                     .causation_id = "cause-" + std::to_string(i)})
+              .event_id);
       tx.commit();
     }
     return ids;
@@ -72,10 +74,15 @@ TEST_CASE("the publisher delivers emitted events with their stable id, key and h
   const auto ids = s.emit(50);
   {
     Tx tx = s.pool->begin();
-    s.outbox.emit(tx, OutboxMessage{.event_type = "order.audited", .schema_version = 2, .topic = "orders",
-                                    .payload = {{"audit", true}}},
-                  {.scope = Scope::global(), .correlation_id = "corr-1", .key = "k-1",
-                   .headers = {{"x-origin", "test"}}, .traceparent = "00-abc-def-01"});
+    s.outbox.emit(
+        tx,
+        OutboxMessage{
+            .event_type = "order.audited", .schema_version = 2, .topic = "orders", .payload = {{"audit", true}}},
+        {.scope = Scope::global(),
+         .correlation_id = "corr-1",
+         .key = "k-1",
+         .headers = {{"x-origin", "test"}},
+         .traceparent = "00-abc-def-01"});
     tx.commit();
   }
   auto options = s.options();
@@ -89,8 +96,9 @@ TEST_CASE("the publisher delivers emitted events with their stable id, key and h
   REQUIRE(records.size() == 50);
   CHECK(event_ids(records) == ids);
   for (const auto& r : records) {
-    const auto row = s.db.query("SELECT tenant_id, payload, causation_id FROM {schema}.outbox_events WHERE event_id = '" +
-                                r.headers.at("event_id") + "'");
+    const auto row =
+        s.db.query("SELECT tenant_id, payload, causation_id FROM {schema}.outbox_events WHERE event_id = '" +
+                   r.headers.at("event_id") + "'");
     REQUIRE(row.size() == 1);
     CHECK(r.key == row[0][0].as<std::string>());  // default key: the tenant id
     CHECK(r.value == row[0][1].as<std::string>());
@@ -116,10 +124,14 @@ TEST_CASE("the publisher sets every reserved header on a tenant event that gives
   Setup s;
   {
     Tx tx = s.pool->begin();
-    s.outbox.emit(tx, OutboxMessage{.event_type = "order.projected", .schema_version = 3, .topic = "orders",
-                                    .payload = {{"n", 1}}},
-                  {.scope = Scope::tenant("t-1"), .causation_id = "cause", .correlation_id = "corr",
-                   .headers = {{"x-origin", "test"}}, .traceparent = "00-abc-def-01"});
+    s.outbox.emit(
+        tx,
+        OutboxMessage{.event_type = "order.projected", .schema_version = 3, .topic = "orders", .payload = {{"n", 1}}},
+        {.scope = Scope::tenant("t-1"),
+         .causation_id = "cause",
+         .correlation_id = "corr",
+         .headers = {{"x-origin", "test"}},
+         .traceparent = "00-abc-def-01"});
     tx.commit();
   }
   Publisher publisher(s.pool, s.options());
@@ -220,9 +232,10 @@ TEST_CASE("events whose claim expired with their attempts used up become DEAD an
   Setup s;
   s.emit(4);
   // A publisher claimed them for the last allowed time and died: PUBLISHING, lease in the past.
-  s.db.query("UPDATE {schema}.outbox_events SET status = 'PUBLISHING', attempts = 2, "
-             "claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id IN "
-             "(SELECT id FROM {schema}.outbox_events ORDER BY id LIMIT 3)");
+  s.db.query(
+      "UPDATE {schema}.outbox_events SET status = 'PUBLISHING', attempts = 2, "
+      "claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id IN "
+      "(SELECT id FROM {schema}.outbox_events ORDER BY id LIMIT 3)");
   auto options = s.options();
   options.max_attempts = 2;
   options.metrics = std::make_shared<Metrics>();

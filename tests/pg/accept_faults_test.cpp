@@ -82,10 +82,10 @@ TEST_CASE("a backend terminated while its insert waits is uncertain and reconcil
   // An uncommitted insert of the same identity makes accept() wait on it.
   auto blocker = db.connect();
   pqxx::work blocking(blocker);
-  blocking.exec(db.qualified(
-      "INSERT INTO {schema}.inbox_receipts (scope_kind, source, consumer, message_id, event_type, "
-      "schema_version, payload, fingerprint) VALUES ('global', 'webhook', 'c.v1', 'm-1', "
-      "'thing.happened', 1, '{\"n\":1}', repeat('0', 64))"));
+  blocking.exec(
+      db.qualified("INSERT INTO {schema}.inbox_receipts (scope_kind, source, consumer, message_id, event_type, "
+                   "schema_version, payload, fingerprint) VALUES ('global', 'webhook', 'c.v1', 'm-1', "
+                   "'thing.happened', 1, '{\"n\":1}', repeat('0', 64))"));
 
   std::atomic<bool> uncertain{false};
   std::atomic<bool> failed{false};
@@ -102,8 +102,9 @@ TEST_CASE("a backend terminated while its insert waits is uncertain and reconcil
   for (int i = 0; i < 100 && terminated == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     terminated = pqxx::nontransaction(admin)
-                     .exec("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                           "WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO%inbox_receipts%'")[0][0]
+                     .exec(
+                         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                         "WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO%inbox_receipts%'")[0][0]
                      .as<int>();
   }
   acceptor.join();
@@ -148,7 +149,8 @@ TEST_CASE("accept_many with a connection lost after its COMMIT landed is uncerta
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
 }
 
-TEST_CASE("accept_many with a connection lost before its COMMIT reached the server is uncertain and the redelivery is accepted") {
+TEST_CASE(
+    "accept_many with a connection lost before its COMMIT reached the server is uncertain and the redelivery is accepted") {
   TestDatabase db;
   TcpProxy proxy("127.0.0.1", port_of(db.url()));
   auto pool = ConnectionPool::create({.url = proxy.route(db.url()), .size = 1});

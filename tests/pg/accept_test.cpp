@@ -50,7 +50,8 @@ TEST_CASE("accept records a new identity as a PENDING receipt with its content a
       "SELECT scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, "
       "payload::text, metadata->>'traceparent', metadata->>'correlationId', metadata->>'causationId', "
       "metadata->'headers'->>'x-origin', fingerprint, status, attempts, claim_token IS NULL "
-      "FROM {schema}.inbox_receipts WHERE id = " + std::to_string(receipt.id))[0];
+      "FROM {schema}.inbox_receipts WHERE id = " +
+      std::to_string(receipt.id))[0];
   CHECK(row[0].as<std::string>() == "tenant");
   CHECK(row[1].as<std::string>() == "tenant-1");
   CHECK(row[2].as<std::string>() == "orders-service");
@@ -63,8 +64,7 @@ TEST_CASE("accept records a new identity as a PENDING receipt with its content a
   CHECK(row[9].as<std::string>() == "corr-1");
   CHECK(row[10].as<std::string>() == "cause-1");
   CHECK(row[11].as<std::string>() == "test");
-  CHECK(row[12].as<std::string>() ==
-        content_fingerprint("order.created", 1, canonicalize(order("m-1").payload)));
+  CHECK(row[12].as<std::string>() == content_fingerprint("order.created", 1, canonicalize(order("m-1").payload)));
   CHECK(row[13].as<std::string>() == "PENDING");
   CHECK(row[14].as<int>() == 0);
   CHECK(row[15].as<bool>());
@@ -85,14 +85,16 @@ TEST_CASE("a duplicate reports the stored status without resetting attempts or t
   TestDatabase db;
   Inbox inbox(db.pool(), options_for(db));
   const Receipt first = inbox.accept(order("m-1"));
-  db.query("UPDATE {schema}.inbox_receipts SET status = 'RETRYABLE', attempts = 3, finished_attempts = 3, "
-           "available_at = '2030-01-01', last_error = 'boom', updated_at = '2020-01-01' WHERE id = " +
-           std::to_string(first.id));
+  db.query(
+      "UPDATE {schema}.inbox_receipts SET status = 'RETRYABLE', attempts = 3, finished_attempts = 3, "
+      "available_at = '2030-01-01', last_error = 'boom', updated_at = '2020-01-01' WHERE id = " +
+      std::to_string(first.id));
   const Receipt again = inbox.accept(order("m-1"));
   CHECK(again.kind == Receipt::Kind::Duplicate);
   CHECK(again.status == ReceiptStatus::Retryable);
-  const auto row = db.query("SELECT status, attempts, available_at = '2030-01-01', last_error, "
-                            "updated_at = '2020-01-01' FROM {schema}.inbox_receipts")[0];
+  const auto row = db.query(
+      "SELECT status, attempts, available_at = '2030-01-01', last_error, "
+      "updated_at = '2020-01-01' FROM {schema}.inbox_receipts")[0];
   CHECK(row[0].as<std::string>() == "RETRYABLE");
   CHECK(row[1].as<int>() == 3);
   CHECK(row[2].as<bool>());
@@ -100,9 +102,11 @@ TEST_CASE("a duplicate reports the stored status without resetting attempts or t
   CHECK(row[4].as<bool>());
 
   for (const char* status : {"COMPLETED", "DEAD"}) {
-    db.query(std::string("UPDATE {schema}.inbox_receipts SET status = '") + status +
-             "', completed_at = CASE WHEN '" + status + "' = 'COMPLETED' THEN now() END, "
-             "dead_reason = CASE WHEN '" + status + "' = 'DEAD' THEN 'test' END");
+    db.query(std::string("UPDATE {schema}.inbox_receipts SET status = '") + status + "', completed_at = CASE WHEN '" +
+             status +
+             "' = 'COMPLETED' THEN now() END, "
+             "dead_reason = CASE WHEN '" +
+             status + "' = 'DEAD' THEN 'test' END");
     CHECK(inbox.accept(order("m-1")).status == parse_receipt_status(status));
   }
 }
@@ -135,8 +139,9 @@ TEST_CASE("a duplicate of a receipt a worker is processing reports PROCESSING an
   worker.start();
   REQUIRE(started.get_future().wait_for(10s) == std::future_status::ready);
 
-  const std::string claim_sql = "SELECT status, attempts, claim_token::text, lease_expires_at::text, "
-                                "available_at::text, updated_at::text FROM {schema}.inbox_receipts";
+  const std::string claim_sql =
+      "SELECT status, attempts, claim_token::text, lease_expires_at::text, "
+      "available_at::text, updated_at::text FROM {schema}.inbox_receipts";
   const auto before = db.query(claim_sql)[0];
   REQUIRE(before[0].as<std::string>() == "PROCESSING");
   REQUIRE(before[1].as<int>() == 1);

@@ -26,8 +26,8 @@ WorkerOptions options_for(const TestDatabase& db, std::size_t batch_size, BatchF
 }
 
 std::string receipt_field(const TestDatabase& db, const std::string& message_id, const std::string& column) {
-  const auto rows = db.query("SELECT coalesce(" + column + "::text, '') FROM {schema}.inbox_receipts WHERE message_id = '" +
-                             message_id + "'");
+  const auto rows = db.query("SELECT coalesce(" + column +
+                             "::text, '') FROM {schema}.inbox_receipts WHERE message_id = '" + message_id + "'");
   return rows.empty() ? "" : rows[0][0].as<std::string>();
 }
 

@@ -84,8 +84,9 @@ TEST_CASE("concurrent migrate calls on a fresh schema serialise and apply each f
 TEST_CASE("two schemas in one database migrate independently") {
   TestDatabase a;
   TestDatabase b;
-  a.query("INSERT INTO {schema}.inbox_receipts (scope_kind, source, consumer, message_id, event_type, "
-          "schema_version, payload, fingerprint) VALUES ('global', 's', 'c', 'm', 'e', 1, '{}', repeat('a', 64))");
+  a.query(
+      "INSERT INTO {schema}.inbox_receipts (scope_kind, source, consumer, message_id, event_type, "
+      "schema_version, payload, fingerprint) VALUES ('global', 's', 'c', 'm', 'e', 1, '{}', repeat('a', 64))");
   CHECK(a.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 1);
   CHECK(b.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 0);
 }
@@ -93,12 +94,13 @@ TEST_CASE("two schemas in one database migrate independently") {
 TEST_CASE("the boxcar migrate command applies migrations and reports the version") {
   const std::string url = boxcar::testing::database_url();
   const std::string schema = "bx_cli_" + std::to_string(std::random_device{}() % 100000);
-  const std::string command = std::string(BOXCAR_CLI_PATH) + " --database-url '" + url + "' --schema " + schema +
-                              " migrate > /dev/null";
+  const std::string command =
+      std::string(BOXCAR_CLI_PATH) + " --database-url '" + url + "' --schema " + schema + " migrate > /dev/null";
   CHECK(std::system(command.c_str()) == 0);
   CHECK(applied_migration_version(url, {.schema = schema}) == latest_migration_version());
   CHECK(std::system(command.c_str()) == 0);  // second run: nothing to do, still success
-  const std::string bad = std::string(BOXCAR_CLI_PATH) + " --database-url '" + url + "' --schema 'Bad' migrate 2> /dev/null";
+  const std::string bad =
+      std::string(BOXCAR_CLI_PATH) + " --database-url '" + url + "' --schema 'Bad' migrate 2> /dev/null";
   CHECK(WEXITSTATUS(std::system(bad.c_str())) == 2);
   pqxx::connection c(url);
   pqxx::nontransaction(c).exec("DROP SCHEMA " + quote_identifier(schema) + " CASCADE");
@@ -117,12 +119,13 @@ TEST_CASE("the inbox table rejects impossible states") {
   CHECK_THROWS_AS(db.query(insert + "('tenant', '', 's', 'c', 'm', 'e', 1, '{}', " + fp + ", 'PENDING', NULL, NULL)"),
                   pqxx::check_violation);
   // PROCESSING without a claim token.
-  CHECK_THROWS_AS(db.query(insert + "('global', '', 's', 'c', 'm', 'e', 1, '{}', " + fp + ", 'PROCESSING', NULL, NULL)"),
-                  pqxx::check_violation);
+  CHECK_THROWS_AS(
+      db.query(insert + "('global', '', 's', 'c', 'm', 'e', 1, '{}', " + fp + ", 'PROCESSING', NULL, NULL)"),
+      pqxx::check_violation);
   // A claim token on a PENDING row.
-  CHECK_THROWS_AS(db.query(insert + "('global', '', 's', 'c', 'm', 'e', 1, '{}', " + fp +
-                           ", 'PENDING', gen_random_uuid(), now())"),
-                  pqxx::check_violation);
+  CHECK_THROWS_AS(
+      db.query(insert + "('global', '', 's', 'c', 'm', 'e', 1, '{}', " + fp + ", 'PENDING', gen_random_uuid(), now())"),
+      pqxx::check_violation);
   // An unknown status, a schema version of 0.
   CHECK_THROWS_AS(db.query(insert + "('global', '', 's', 'c', 'm', 'e', 1, '{}', " + fp + ", 'DONE', NULL, NULL)"),
                   pqxx::check_violation);

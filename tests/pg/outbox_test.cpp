@@ -26,8 +26,13 @@ struct Setup {
   Setup() { create_app_table(db); }
   std::int64_t outbox_rows() const { return db.scalar("SELECT count(*) FROM {schema}.outbox_events"); }
   WorkerOptions worker_options() const {
-    return {.schema = db.schema(), .consumers = {"orders.v1"}, .lease = 5s, .handler_timeout = 2s,
-            .max_attempts = 1, .backoff = {.base = 0ms, .cap = 0ms}, .poll_interval = 100ms};
+    return {.schema = db.schema(),
+            .consumers = {"orders.v1"},
+            .lease = 5s,
+            .handler_timeout = 2s,
+            .max_attempts = 1,
+            .backoff = {.base = 0ms, .cap = 0ms},
+            .poll_interval = 100ms};
   }
 };
 
@@ -38,7 +43,8 @@ TEST_CASE("an event emitted inside a handler commits together with the completio
   s.inbox.accept(message("orders.v1", "m-1"));
   const std::string table = s.db.qualified("{schema}.app_rows");
   Worker worker(s.pool, s.worker_options(),
-                {{.consumer = "orders.v1", .supports = {{"thing.happened", 1}},
+                {{.consumer = "orders.v1",
+                  .supports = {{"thing.happened", 1}},
                   .handler = handler([&](const nlohmann::json& payload, HandlerContext& c) {
                     insert_app_row(table, c);
                     s.outbox.emit(c.tx, OrderProjected{payload.at("id")},
@@ -47,8 +53,9 @@ TEST_CASE("an event emitted inside a handler commits together with the completio
   worker.drain();
   CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 1);
   CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows") == 1);
-  const auto row = s.db.query("SELECT event_id::text, event_type, schema_version, topic, message_key, tenant_scope, "
-                              "tenant_id, causation_id, correlation_id, payload, status FROM {schema}.outbox_events")[0];
+  const auto row = s.db.query(
+      "SELECT event_id::text, event_type, schema_version, topic, message_key, tenant_scope, "
+      "tenant_id, causation_id, correlation_id, payload, status FROM {schema}.outbox_events")[0];
   CHECK(is_uuid_v7(row[0].as<std::string>()));
   CHECK(row[1].as<std::string>() == "order.projected");
   CHECK(row[2].as<int>() == 1);
@@ -66,7 +73,8 @@ TEST_CASE("a handler that throws after emitting leaves no outbox row") {
   Setup s;
   s.inbox.accept(message("orders.v1", "m-1"));
   Worker worker(s.pool, s.worker_options(),
-                {{.consumer = "orders.v1", .supports = {{"thing.happened", 1}},
+                {{.consumer = "orders.v1",
+                  .supports = {{"thing.happened", 1}},
                   .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
                     s.outbox.emit(c.tx, OrderProjected{"o-1"}, {.scope = c.scope});
                     throw std::runtime_error("after emit");
@@ -85,7 +93,8 @@ TEST_CASE("a stale claim leaves no outbox row") {
   slow_options.max_attempts = 5;
   std::atomic<bool> emitted{false};
   Worker slow(ConnectionPool::create({.url = s.db.url(), .size = 6}), slow_options,
-              {{.consumer = "orders.v1", .supports = {{"thing.happened", 1}},
+              {{.consumer = "orders.v1",
+                .supports = {{"thing.happened", 1}},
                 .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
                   s.outbox.emit(c.tx, OrderProjected{"from-slow"}, {.scope = c.scope});
                   emitted = true;
@@ -96,7 +105,8 @@ TEST_CASE("a stale claim leaves no outbox row") {
   auto fast_options = s.worker_options();
   fast_options.max_attempts = 5;
   Worker fast(ConnectionPool::create({.url = s.db.url(), .size = 6}), fast_options,
-              {{.consumer = "orders.v1", .supports = {{"thing.happened", 1}},
+              {{.consumer = "orders.v1",
+                .supports = {{"thing.happened", 1}},
                 .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
                   s.outbox.emit(c.tx, OrderProjected{"from-fast"}, {.scope = c.scope});
                 })}});
@@ -116,7 +126,8 @@ TEST_CASE("a global-scope receipt emits a global event by passing context.scope 
   request.scope = Scope::global();
   s.inbox.accept(request);
   Worker worker(s.pool, s.worker_options(),
-                {{.consumer = "orders.v1", .supports = {{"thing.happened", 1}},
+                {{.consumer = "orders.v1",
+                  .supports = {{"thing.happened", 1}},
                   .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
                     s.outbox.emit(c.tx, OrderProjected{"o-global"}, {.scope = c.scope});
                   })}});
@@ -133,13 +144,13 @@ TEST_CASE("a handler whose emit is rejected goes DEAD at once instead of spendin
   auto options = s.worker_options();
   options.max_attempts = 5;
   Worker worker(s.pool, options,
-                {{.consumer = "orders.v1", .supports = {{"thing.happened", 1}},
+                {{.consumer = "orders.v1",
+                  .supports = {{"thing.happened", 1}},
                   .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
                     s.outbox.emit(c.tx, OrderProjected{"o-1"}, {.scope = Scope::tenant("")});
                   })}});
   worker.drain();
-  const auto row =
-      s.db.query("SELECT status, attempts, dead_reason, last_error FROM {schema}.inbox_receipts")[0];
+  const auto row = s.db.query("SELECT status, attempts, dead_reason, last_error FROM {schema}.inbox_receipts")[0];
   CHECK(row[0].as<std::string>() == "DEAD");
   CHECK(row[1].as<int>() == 1);
   CHECK(row[2].as<std::string>() == "HANDLER_PERMANENT");
@@ -152,11 +163,9 @@ TEST_CASE("emit works in an application transaction outside any handler and roll
   {
     Tx tx = s.pool->begin();
     const auto first = s.outbox.emit(tx, OrderProjected{"o-1"}, {.scope = Scope::tenant("t9")});
-    const auto second = s.outbox.emit(tx,
-                                      OutboxMessage{.event_type = "order.audited", .schema_version = 2,
-                                                    .topic = "audit", .payload = {{"n", 1}}},
-                                      {.scope = Scope::global(), .key = "audit-key",
-                                       .headers = {{"x-source", "batch-job"}}});
+    const auto second = s.outbox.emit(
+        tx, OutboxMessage{.event_type = "order.audited", .schema_version = 2, .topic = "audit", .payload = {{"n", 1}}},
+        {.scope = Scope::global(), .key = "audit-key", .headers = {{"x-source", "batch-job"}}});
     CHECK(first.event_id < second.event_id);  // UUIDv7: time-ordered
     tx.commit();
   }
@@ -165,8 +174,9 @@ TEST_CASE("emit works in an application transaction outside any handler and roll
     s.outbox.emit(tx, OrderProjected{"never"}, {.scope = Scope::tenant("t9")});
   }  // rolled back
   CHECK(s.outbox_rows() == 2);
-  const auto global = s.db.query("SELECT tenant_scope, tenant_id, message_key, headers->>'x-source' "
-                                 "FROM {schema}.outbox_events WHERE event_type = 'order.audited'")[0];
+  const auto global = s.db.query(
+      "SELECT tenant_scope, tenant_id, message_key, headers->>'x-source' "
+      "FROM {schema}.outbox_events WHERE event_type = 'order.audited'")[0];
   CHECK(global[0].as<std::string>() == "global");
   CHECK(global[1].as<std::string>() == "");
   CHECK(global[2].as<std::string>() == "audit-key");
@@ -201,7 +211,8 @@ TEST_CASE("emit rejects bad input before writing anything, naming the field") {
   m = ok;
   m.payload = {{"n", std::numeric_limits<double>::infinity()}};
   expect(m, {.scope = Scope::tenant("t")}, "JSON_NON_FINITE_NUMBER", "payload/n");
-  expect(ok, {.scope = Scope::tenant("t"), .headers = {{"event_id", "forged"}}}, "OUTBOX_FIELD_INVALID", "headers/event_id");
+  expect(ok, {.scope = Scope::tenant("t"), .headers = {{"event_id", "forged"}}}, "OUTBOX_FIELD_INVALID",
+         "headers/event_id");
   // Every header the publisher sets itself, from the one shared list.
   for (const auto name : headers::kReserved)
     expect(ok, {.scope = Scope::tenant("t"), .headers = {{std::string(name), "forged"}}}, "OUTBOX_FIELD_INVALID",

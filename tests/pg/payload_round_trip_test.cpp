@@ -35,29 +35,33 @@ struct RoundTrip {
 
   /// Runs the worker until nothing is due. max_attempts 1: any failure is DEAD at once.
   void drain() {
-    Worker worker(pool,
-                  {.schema = db.schema(), .consumers = {kConsumer}, .lease = 30s,
-                   .handler_timeout = 10s, .max_attempts = 1, .backoff = {.base = 0ms, .cap = 0ms}},
-                  {{.consumer = kConsumer,
-                    .supports = {{"payload.generated", 1}},
-                    .handler = handler([this](const nlohmann::json& payload, HandlerContext& c) {
-                      {
-                        const std::lock_guard lock(mutex);
-                        captured[c.message_id] = payload;
-                      }
-                      try {
-                        outbox.emit(c.tx,
-                                    OutboxMessage{.event_type = "payload.echoed",
-                                                  .schema_version = 1,
-                                                  .topic = "payloads",
-                                                  .payload = payload},
-                                    {.scope = c.scope, .causation_id = c.message_id});
-                      } catch (const std::exception& e) {
-                        const std::lock_guard lock(mutex);
-                        emit_errors[c.message_id] = e.what();
-                        throw;
-                      }
-                    })}});
+    Worker worker(
+        pool,
+        {.schema = db.schema(),
+         .consumers = {kConsumer},
+         .lease = 30s,
+         .handler_timeout = 10s,
+         .max_attempts = 1,
+         .backoff = {.base = 0ms, .cap = 0ms}},
+        {{.consumer = kConsumer,
+          .supports = {{"payload.generated", 1}},
+          .handler = handler([this](const nlohmann::json& payload, HandlerContext& c) {
+            {
+              const std::lock_guard lock(mutex);
+              captured[c.message_id] = payload;
+            }
+            try {
+              outbox.emit(
+                  c.tx,
+                  OutboxMessage{
+                      .event_type = "payload.echoed", .schema_version = 1, .topic = "payloads", .payload = payload},
+                  {.scope = c.scope, .causation_id = c.message_id});
+            } catch (const std::exception& e) {
+              const std::lock_guard lock(mutex);
+              emit_errors[c.message_id] = e.what();
+              throw;
+            }
+          })}});
     worker.drain();
   }
 
@@ -85,20 +89,24 @@ AcceptRequest request(const std::string& id, nlohmann::json payload) {
 
 TEST_CASE("numbers at the edges of the number rule come back from jsonb with the same canonical form") {
   RoundTrip t;
-  const nlohmann::json payload = {
-      {"safe", 9007199254740991},    {"negativeSafe", -9007199254740991.0}, {"exponent", 1e21},
-      {"huge", 1.7976931348623157e308}, {"subnormal", 5e-324},              {"small", 1e-7},
-      {"negativeZero", -0.0},        {"fraction", 4503599627370495.5},      {"thirds", 333333333.33333329}};
+  const nlohmann::json payload = {{"safe", 9007199254740991},
+                                  {"negativeSafe", -9007199254740991.0},
+                                  {"exponent", 1e21},
+                                  {"huge", 1.7976931348623157e308},
+                                  {"subnormal", 5e-324},
+                                  {"small", 1e-7},
+                                  {"negativeZero", -0.0},
+                                  {"fraction", 4503599627370495.5},
+                                  {"thirds", 333333333.33333329}};
   const std::string canonical = canonicalize(payload);
-  REQUIRE(canonical ==
-          R"({"exponent":1e+21,"fraction":4503599627370495.5,"huge":1.7976931348623157e+308,)"
-          R"("negativeSafe":-9007199254740991,"negativeZero":0,"safe":9007199254740991,"small":1e-7,)"
-          R"("subnormal":5e-324,"thirds":333333333.3333333})");
+  REQUIRE(canonical == R"({"exponent":1e+21,"fraction":4503599627370495.5,"huge":1.7976931348623157e+308,)"
+                       R"("negativeSafe":-9007199254740991,"negativeZero":0,"safe":9007199254740991,"small":1e-7,)"
+                       R"("subnormal":5e-324,"thirds":333333333.3333333})");
   t.inbox.accept(request("edges", payload));
 
   // 1e17 used to be accepted, come back as a 64-bit integer and fail the handler's emit.
-  for (const nlohmann::json& refused : {nlohmann::json(1e17), nlohmann::json(100000000000000000),
-                                        nlohmann::json(9007199254740992.0)}) {
+  for (const nlohmann::json& refused :
+       {nlohmann::json(1e17), nlohmann::json(100000000000000000), nlohmann::json(9007199254740992.0)}) {
     try {
       t.inbox.accept(request("refused", {{"n", refused}}));
       FAIL("accepted " << refused.dump());
@@ -116,8 +124,9 @@ TEST_CASE("numbers at the edges of the number rule come back from jsonb with the
   CHECK(t.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 1);
 }
 
-TEST_CASE("every generated payload that accept takes reaches the handler with the same canonical form "
-          "and can be emitted again") {
+TEST_CASE(
+    "every generated payload that accept takes reaches the handler with the same canonical form "
+    "and can be emitted again") {
   constexpr std::size_t kPayloads = 3000;
   constexpr std::size_t kBatch = 250;
   RoundTrip t;
@@ -179,8 +188,7 @@ TEST_CASE("every generated payload that accept takes reaches the handler with th
       mismatches.push_back(id + ": emitted " + found->second + ", accepted " + canonical);
     }
   }
-  INFO(mismatches.size() << " mismatches; the first: "
-                         << (mismatches.empty() ? "none" : mismatches.front()));
+  INFO(mismatches.size() << " mismatches; the first: " << (mismatches.empty() ? "none" : mismatches.front()));
   CHECK(mismatches.empty());
   CHECK(emitted.size() == expected.size());
   CHECK(t.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") ==

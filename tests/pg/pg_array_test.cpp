@@ -13,8 +13,8 @@ using boxcar::detail::pg_array;
 
 TEST_CASE("PostgreSQL reads every text element of an array literal back unchanged, quotes and backslashes included") {
   boxcar::testing::TestDatabase db;
-  const std::vector<std::string> values = {"plain", "a,b", "{braces}", " blanks ", "", "NULL",
-                                           R"(say "hi")", R"(C:\dir\)", "\\\"", "ünïcode"};
+  const std::vector<std::string> values = {"plain", "a,b",         "{braces}",   " blanks ", "",
+                                           "NULL",  R"(say "hi")", R"(C:\dir\)", "\\\"",     "ünïcode"};
   auto connection = db.connect();
   pqxx::nontransaction tx(connection);
   const auto rows = tx.exec_params(
@@ -37,6 +37,5 @@ TEST_CASE("PostgreSQL reads an id array literal as the same bigints, and an empt
       "SELECT id FROM pg_catalog.unnest($1::bigint[]) WITH ORDINALITY AS a(id, n) ORDER BY n", pg_array(ids));
   REQUIRE(rows.size() == ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) CHECK(rows[i]["id"].as<std::int64_t>() == ids[i]);
-  CHECK(tx.exec_params("SELECT 1 FROM pg_catalog.unnest($1::bigint[])", pg_array(std::vector<std::int64_t>{}))
-            .empty());
+  CHECK(tx.exec_params("SELECT 1 FROM pg_catalog.unnest($1::bigint[])", pg_array(std::vector<std::int64_t>{})).empty());
 }

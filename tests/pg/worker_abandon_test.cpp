@@ -124,13 +124,15 @@ void run_with_stuck_handler(bool keep_querying) {
 
 }  // namespace
 
-TEST_CASE("a handler that ignores cancellation is abandoned at its deadline and replaced, the other messages "
-          "complete and stop returns") {
+TEST_CASE(
+    "a handler that ignores cancellation is abandoned at its deadline and replaced, the other messages "
+    "complete and stop returns") {
   run_with_stuck_handler(false);
 }
 
-TEST_CASE("an abandoned handler that keeps querying its aborted transaction has its session terminated, so lease "
-          "recovery can settle the receipt") {
+TEST_CASE(
+    "an abandoned handler that keeps querying its aborted transaction has its session terminated, so lease "
+    "recovery can settle the receipt") {
   run_with_stuck_handler(true);
 }
 
@@ -164,10 +166,11 @@ TEST_CASE("lease recovery runs while the local queue is full") {
   // Two receipts whose worker died: one out of attempts, one with attempts left.
   s.inbox.accept(message(kConsumer, "x-exhausted"));
   s.inbox.accept(message(kConsumer, "x-retry"));
-  s.db.query("UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', claim_token = gen_random_uuid(), "
-             "lease_expires_at = now() - interval '1 second', "
-             "attempts = CASE message_id WHEN 'x-exhausted' THEN 5 ELSE 1 END "
-             "WHERE message_id IN ('x-exhausted', 'x-retry')");
+  s.db.query(
+      "UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', claim_token = gen_random_uuid(), "
+      "lease_expires_at = now() - interval '1 second', "
+      "attempts = CASE message_id WHEN 'x-exhausted' THEN 5 ELSE 1 END "
+      "WHERE message_id IN ('x-exhausted', 'x-retry')");
   CHECK(eventually([&] { return s.status_of("x-exhausted") == "DEAD"; }, 10s));
   CHECK(s.db.query("SELECT dead_reason FROM {schema}.inbox_receipts WHERE message_id = 'x-exhausted'")[0][0]
             .as<std::string>() == "LEASE_EXPIRED_EXHAUSTED");

@@ -85,7 +85,8 @@ TEST_CASE("a handler transaction whose COMMIT landed but whose answer was lost c
   CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows") == 1);
 }
 
-TEST_CASE("a handler transaction whose COMMIT never reached the server is retried after its lease with no double write") {
+TEST_CASE(
+    "a handler transaction whose COMMIT never reached the server is retried after its lease with no double write") {
   Setup s;
   s.inbox.accept(message(kConsumer, "m-1"));
   Worker worker = s.worker([&] { s.proxy.drop_request_of("COMMIT"); });

@@ -43,9 +43,8 @@ struct Setup {
   HandlerRegistration writer(const std::string& consumer = kOrders) const {
     return {.consumer = consumer,
             .supports = {{"thing.happened", 1}},
-            .handler = handler([table = app_table](const nlohmann::json&, HandlerContext& c) {
-              insert_app_row(table, c);
-            })};
+            .handler =
+                handler([table = app_table](const nlohmann::json&, HandlerContext& c) { insert_app_row(table, c); })};
   }
   std::string status_of(const std::string& message_id) const {
     return db.query("SELECT status FROM {schema}.inbox_receipts WHERE message_id = '" + message_id + "'")[0][0]
@@ -64,8 +63,9 @@ TEST_CASE("completion commits the handler's rows together with the COMPLETED rec
   Worker worker(s.pool, s.options(), {s.writer()});
   CHECK(worker.drain() == 1);
   CHECK(s.app_rows("m-1") == 1);
-  const auto row = s.db.query("SELECT status, attempts, finished_attempts, completed_at IS NOT NULL, "
-                              "claim_token IS NULL, lease_expires_at IS NULL FROM {schema}.inbox_receipts")[0];
+  const auto row = s.db.query(
+      "SELECT status, attempts, finished_attempts, completed_at IS NOT NULL, "
+      "claim_token IS NULL, lease_expires_at IS NULL FROM {schema}.inbox_receipts")[0];
   CHECK(row[0].as<std::string>() == "COMPLETED");
   CHECK(row[1].as<int>() == 1);
   CHECK(row[2].as<int>() == 1);
@@ -101,8 +101,8 @@ TEST_CASE("a handler exception rolls back its rows and schedules a retry within 
   CHECK(row[3].as<std::string>() == "std::runtime_error");
   CHECK(row[4].as<std::string>() == "downstream said no");
   const double delay = row[5].as<double>();
-  CHECK(delay >= -1.0);   // full jitter: anywhere from now ...
-  CHECK(delay <= 60.0);   // ... to the first ceiling (base)
+  CHECK(delay >= -1.0);  // full jitter: anywhere from now ...
+  CHECK(delay <= 60.0);  // ... to the first ceiling (base)
   CHECK(row[6].as<bool>());
   CHECK(worker.stats().retried == 1);
   // Not due yet (unless jitter picked ~0): a second drain must not call the handler early.
@@ -145,7 +145,8 @@ TEST_CASE("a receipt whose event type or schema version is unsupported becomes D
   CHECK(calls == 0);
   for (const char* id : {"m-type", "m-version"}) {
     const auto row = s.db.query(std::string("SELECT status, dead_reason, last_error FROM {schema}.inbox_receipts "
-                                            "WHERE message_id = '") + id + "'")[0];
+                                            "WHERE message_id = '") +
+                                id + "'")[0];
     CHECK(row[0].as<std::string>() == "DEAD");
     CHECK(row[1].as<std::string>() == "UNSUPPORTED_EVENT");
     CHECK(row[2].as<std::string>().find("does not support") != std::string::npos);
@@ -169,8 +170,9 @@ TEST_CASE("a receipt that fails max_attempts times becomes DEAD as exhausted") {
                   })}});
   worker.drain();  // backoff is 0 in these tests, so every retry is due at once
   CHECK(calls == 3);
-  const auto row = s.db.query("SELECT status, dead_reason, attempts, finished_attempts, last_error "
-                              "FROM {schema}.inbox_receipts")[0];
+  const auto row = s.db.query(
+      "SELECT status, dead_reason, attempts, finished_attempts, last_error "
+      "FROM {schema}.inbox_receipts")[0];
   CHECK(row[0].as<std::string>() == "DEAD");
   CHECK(row[1].as<std::string>() == "ATTEMPTS_EXHAUSTED");
   CHECK(row[2].as<int>() == 3);
@@ -309,9 +311,11 @@ TEST_CASE("two workers never process the same claim concurrently and commit each
   Worker b(pool_b, options, {{.consumer = kOrders, .supports = {{"thing.happened", 1}}, .handler = handler(tracking)}});
   a.start();
   b.start();
-  CHECK(eventually([&] {
-    return s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == kMessages;
-  }, 60s));
+  CHECK(eventually(
+      [&] {
+        return s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == kMessages;
+      },
+      60s));
   a.stop();
   b.stop();
   CHECK(overlaps == 0);
@@ -379,8 +383,7 @@ TEST_CASE("a handler that sleeps past its deadline ignoring the signal is cut of
   const auto rows = s.db.query("SELECT attempt FROM {schema}.app_rows");
   REQUIRE(rows.size() == 1);
   CHECK(rows[0][0].as<int>() == 2);
-  CHECK(s.db.query("SELECT last_error_type FROM {schema}.inbox_receipts")[0][0].as<std::string>() ==
-        "HandlerTimeout");
+  CHECK(s.db.query("SELECT last_error_type FROM {schema}.inbox_receipts")[0][0].as<std::string>() == "HandlerTimeout");
 }
 
 TEST_CASE("a handler stuck in a long query is cancelled at its deadline") {
@@ -433,9 +436,10 @@ TEST_CASE("an expired lease on a receipt with attempts left is re-claimed and pr
   Setup s;
   const auto id = s.inbox.accept(message(kOrders, "m-1")).id;
   // A worker claimed it and died: PROCESSING with a lease in the past.
-  s.db.query("UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', attempts = 1, "
-             "claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id = " +
-             std::to_string(id));
+  s.db.query(
+      "UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', attempts = 1, "
+      "claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id = " +
+      std::to_string(id));
   Worker worker(s.pool, s.options(), {s.writer()});
   worker.drain();
   CHECK(s.status_of("m-1") == "COMPLETED");
@@ -446,9 +450,10 @@ TEST_CASE("an expired lease on a receipt with attempts left is re-claimed and pr
 TEST_CASE("an expired lease on a receipt out of attempts makes it DEAD without calling the handler") {
   Setup s;
   const auto id = s.inbox.accept(message(kOrders, "m-1")).id;
-  s.db.query("UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', attempts = 5, finished_attempts = 2, "
-             "claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id = " +
-             std::to_string(id));
+  s.db.query(
+      "UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', attempts = 5, finished_attempts = 2, "
+      "claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id = " +
+      std::to_string(id));
   std::atomic<int> calls{0};
   Worker worker(s.pool, s.options(),  // max_attempts = 5
                 {{.consumer = kOrders,
@@ -456,8 +461,9 @@ TEST_CASE("an expired lease on a receipt out of attempts makes it DEAD without c
                   .handler = handler([&](const nlohmann::json&, HandlerContext&) { ++calls; })}});
   worker.drain();
   CHECK(calls == 0);
-  const auto row = s.db.query("SELECT status, dead_reason, last_error_type, last_error, attempts, finished_attempts "
-                              "FROM {schema}.inbox_receipts")[0];
+  const auto row = s.db.query(
+      "SELECT status, dead_reason, last_error_type, last_error, attempts, finished_attempts "
+      "FROM {schema}.inbox_receipts")[0];
   CHECK(row[0].as<std::string>() == "DEAD");
   CHECK(row[1].as<std::string>() == "LEASE_EXPIRED_EXHAUSTED");
   CHECK(row[2].as<std::string>() == "LeaseExpired");
@@ -482,8 +488,10 @@ TEST_CASE("lease recovery stays inside worker.consumers: expired claims of other
   expire(audit_retry, 1);
   expire(audit_exhausted, 5);  // max_attempts = 5: recovering it would make it DEAD
   const auto audit_claims = [&] {
-    return s.db.query("SELECT message_id, status, attempts, claim_token::text, lease_expires_at::text "
-                      "FROM {schema}.inbox_receipts WHERE consumer = '" + kAudit + "' ORDER BY id");
+    return s.db.query(
+        "SELECT message_id, status, attempts, claim_token::text, lease_expires_at::text "
+        "FROM {schema}.inbox_receipts WHERE consumer = '" +
+        kAudit + "' ORDER BY id");
   };
   const auto before = audit_claims();
 
@@ -557,28 +565,43 @@ TEST_CASE("graceful stop hands back claimed but unstarted receipts without spend
 TEST_CASE("the handler context carries identity, attempt and metadata") {
   Setup s;
   auto request = message(kOrders, "m-1");
-  request.metadata = {.traceparent = "00-abc-def-01", .correlation_id = "corr", .causation_id = "cause",
-                      .headers = {{"h", "v"}}};
+  request.metadata = {
+      .traceparent = "00-abc-def-01", .correlation_id = "corr", .causation_id = "cause", .headers = {{"h", "v"}}};
   s.inbox.accept(request);
   std::optional<nlohmann::json> seen;
   Worker worker(s.pool, s.options(),
                 {{.consumer = kOrders,
                   .supports = {{"thing.happened", 1}},
                   .handler = handler([&](const nlohmann::json& payload, HandlerContext& c) {
-                    seen = nlohmann::json{{"payload", payload}, {"scope", c.scope.id},
+                    seen = nlohmann::json{{"payload", payload},
+                                          {"scope", c.scope.id},
                                           {"global", c.scope.kind == Scope::Kind::Global},
-                                          {"source", c.source}, {"consumer", c.consumer},
-                                          {"message", c.message_id}, {"type", c.event_type},
-                                          {"version", c.schema_version}, {"attempt", c.attempt},
-                                          {"trace", c.metadata.traceparent}, {"corr", c.metadata.correlation_id},
-                                          {"cause", c.metadata.causation_id}, {"h", c.metadata.headers.at("h")}};
+                                          {"source", c.source},
+                                          {"consumer", c.consumer},
+                                          {"message", c.message_id},
+                                          {"type", c.event_type},
+                                          {"version", c.schema_version},
+                                          {"attempt", c.attempt},
+                                          {"trace", c.metadata.traceparent},
+                                          {"corr", c.metadata.correlation_id},
+                                          {"cause", c.metadata.causation_id},
+                                          {"h", c.metadata.headers.at("h")}};
                   })}});
   worker.drain();
   REQUIRE(seen);
-  CHECK(*seen == nlohmann::json{{"payload", {{"id", "m-1"}}}, {"scope", "t1"}, {"global", false},
-                                {"source", "test"}, {"consumer", kOrders}, {"message", "m-1"},
-                                {"type", "thing.happened"}, {"version", 1}, {"attempt", 1},
-                                {"trace", "00-abc-def-01"}, {"corr", "corr"}, {"cause", "cause"}, {"h", "v"}});
+  CHECK(*seen == nlohmann::json{{"payload", {{"id", "m-1"}}},
+                                {"scope", "t1"},
+                                {"global", false},
+                                {"source", "test"},
+                                {"consumer", kOrders},
+                                {"message", "m-1"},
+                                {"type", "thing.happened"},
+                                {"version", 1},
+                                {"attempt", 1},
+                                {"trace", "00-abc-def-01"},
+                                {"corr", "corr"},
+                                {"cause", "cause"},
+                                {"h", "v"}});
 }
 
 TEST_CASE("a long error message is stored bounded with a visible truncation marker") {

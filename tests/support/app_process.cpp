@@ -23,8 +23,7 @@ class OrderProjection final : public boxcar::InboxHandler {
     const std::string order_id = payload.at("orderId");
     context.tx.exec("INSERT INTO " + table_ + " (message_id, attempt) VALUES ($1, $2)", context.message_id,
                     context.attempt);
-    outbox_.emit(context.tx, OrderProjected{order_id},
-                 {.scope = context.scope, .causation_id = context.message_id});
+    outbox_.emit(context.tx, OrderProjected{order_id}, {.scope = context.scope, .causation_id = context.message_id});
     while (payload.value("stuck", false)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 
@@ -53,8 +52,9 @@ int main(int argc, char** argv) {
   }
   return boxcar::run_cli(argc, argv, [](boxcar::Runtime& runtime) {
     const std::string table = boxcar::quote_identifier(runtime.config().schema) + ".app_rows";
-    return std::vector<boxcar::HandlerRegistration>{{.consumer = "orders.v1",
-                                                     .supports = {{"order.created", 1}},
-                                                     .handler = std::make_shared<OrderProjection>(runtime.outbox(), table)}};
+    return std::vector<boxcar::HandlerRegistration>{
+        {.consumer = "orders.v1",
+         .supports = {{"order.created", 1}},
+         .handler = std::make_shared<OrderProjection>(runtime.outbox(), table)}};
   });
 }

@@ -69,8 +69,8 @@ class PayloadGenerator {
         return below(2) == 0 ? n : -n;
       }
       case 3: {  // doubles at the 2^53 and 1e21 boundaries
-        const double anchors[] = {9007199254740991.0, 9007199254740990.0, 4503599627370495.5,
-                                  1e21, std::nextafter(1e21, 1e300), 1.5e21};
+        const double anchors[] = {
+            9007199254740991.0, 9007199254740990.0, 4503599627370495.5, 1e21, std::nextafter(1e21, 1e300), 1.5e21};
         const double d = anchors[below(std::size(anchors))];
         return below(2) == 0 ? d : -d;
       }
@@ -105,9 +105,12 @@ class PayloadGenerator {
         return std::ldexp(static_cast<double>(1 + below(1000)), static_cast<int>(below(40)) - 20);
       default: {  // the refused band, rarely: 1e17, 2^60, int64/uint64 extremes
         if (below(6) != 0) return 0.25;
-        const nlohmann::json refused[] = {1e17, std::uint64_t{100000000000000000}, 1152921504606846976.0,
+        const nlohmann::json refused[] = {1e17,
+                                          std::uint64_t{100000000000000000},
+                                          1152921504606846976.0,
                                           std::numeric_limits<std::int64_t>::min(),
-                                          std::numeric_limits<std::uint64_t>::max(), 9.99e20};
+                                          std::numeric_limits<std::uint64_t>::max(),
+                                          9.99e20};
         return refused[below(std::size(refused))];
       }
     }
@@ -117,13 +120,13 @@ class PayloadGenerator {
   /// and jsonb treat differently.
   std::string text(std::size_t max_length) {
     static constexpr char32_t kSpecial[] = {
-        U'"',     U'\\',    U'/',     U'\x01',  U'\b',    U'\t',    U'\n',    U'\f',    U'\r',
-        U'\x1f',  U'\x7f',  U'\u00e9', U'\u0416', U'\u4e2d', U'\u2028', U'\u2029', U'\ufeff',
-        U'\ue000', U'\ufffd', U'\uffff', U'\U0001f600', U'\U00010000', U'\U0010ffff', U'\U0001d11e'};
+        U'"',      U'\\',     U'/',      U'\x01',   U'\b',         U'\t',         U'\n',         U'\f',
+        U'\r',     U'\x1f',   U'\x7f',   U'\u00e9', U'\u0416',     U'\u4e2d',     U'\u2028',     U'\u2029',
+        U'\ufeff', U'\ue000', U'\ufffd', U'\uffff', U'\U0001f600', U'\U00010000', U'\U0010ffff', U'\U0001d11e'};
     std::string out;
     for (std::size_t n = below(max_length + 1); n > 0; --n) {
-      const char32_t cp = below(2) == 0 ? static_cast<char32_t>(U'a' + below(26))
-                                        : kSpecial[below(std::size(kSpecial))];
+      const char32_t cp =
+          below(2) == 0 ? static_cast<char32_t>(U'a' + below(26)) : kSpecial[below(std::size(kSpecial))];
       append_utf8(out, cp);
     }
     return out;

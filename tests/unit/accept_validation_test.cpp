@@ -13,9 +13,9 @@ namespace {
 
 Inbox make_inbox() {
   auto pool = ConnectionPool::create({.url = "postgresql://nobody@127.0.0.1:1/none"});
-  return Inbox(pool, {.consumers = {"orders.projection.v1"},
-                      .payload_limits = {.max_depth = 4, .max_bytes = 256},
-                      .notify = false});
+  return Inbox(
+      pool,
+      {.consumers = {"orders.projection.v1"}, .payload_limits = {.max_depth = 4, .max_bytes = 256}, .notify = false});
 }
 
 AcceptRequest valid_request() {

@@ -90,31 +90,26 @@ json nested_arrays(std::size_t depth) {
   return value;
 }
 
-std::string nested_array_text(std::size_t depth) {
-  return std::string(depth, '[') + std::string(depth, ']');
-}
+std::string nested_array_text(std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
 }  // namespace
 
-TEST_CASE("RFC 8785 section 3.2.2 sample object canonicalises to the published output",
-          "[canonical_json]") {
+TEST_CASE("RFC 8785 section 3.2.2 sample object canonicalises to the published output", "[canonical_json]") {
   const std::string input = R"json({
     "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
     "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
     "literals": [null, true, false]
   })json";
-  const std::string expected =
-      R"json({"literals":[null,true,false],)json"
-      R"json("numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":")json"
-      "\xe2\x82\xac"
-      R"json($\u000f\nA'B\"\\\\\"/"})json";
+  const std::string expected = R"json({"literals":[null,true,false],)json"
+                               R"json("numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":")json"
+                               "\xe2\x82\xac"
+                               R"json($\u000f\nA'B\"\\\\\"/"})json";
 
   CHECK(boxcar::canonicalize_text(input) == expected);
   CHECK(boxcar::canonicalize(json::parse(input)) == expected);
 }
 
-TEST_CASE("RFC 8785 section 3.2.3 sorting example orders members by UTF-16 code units",
-          "[canonical_json]") {
+TEST_CASE("RFC 8785 section 3.2.3 sorting example orders members by UTF-16 code units", "[canonical_json]") {
   const std::string input = R"json({
     "\u20ac": "Euro Sign",
     "\r": "Carriage Return",
@@ -125,11 +120,10 @@ TEST_CASE("RFC 8785 section 3.2.3 sorting example orders members by UTF-16 code 
     "\u00f6": "Latin Small Letter O With Diaeresis"
   })json";
   // Expected order per the RFC: \r, 1, U+0080, U+00F6, U+20AC, U+1F600, U+FB33.
-  const std::string expected =
-      std::string(R"({"\r":"Carriage Return","1":"One",")") + "\xc2\x80" + R"(":"Control",")" +
-      "\xc3\xb6" + R"(":"Latin Small Letter O With Diaeresis",")" + "\xe2\x82\xac" +
-      R"(":"Euro Sign",")" + "\xf0\x9f\x98\x80" + R"(":"Emoji: Grinning Face",")" + "\xef\xac\xb3" +
-      R"(":"Hebrew Letter Dalet With Dagesh"})";
+  const std::string expected = std::string(R"({"\r":"Carriage Return","1":"One",")") + "\xc2\x80" + R"(":"Control",")" +
+                               "\xc3\xb6" + R"(":"Latin Small Letter O With Diaeresis",")" + "\xe2\x82\xac" +
+                               R"(":"Euro Sign",")" + "\xf0\x9f\x98\x80" + R"(":"Emoji: Grinning Face",")" +
+                               "\xef\xac\xb3" + R"(":"Hebrew Letter Dalet With Dagesh"})";
 
   CHECK(boxcar::canonicalize_text(input) == expected);
 }
@@ -151,13 +145,12 @@ TEST_CASE("Member names above U+FFFF sort before U+E000..U+FFFF although UTF-8 b
   // nlohmann's own (byte-ordered) dump puts the 4-byte sequences last.
   REQUIRE(value.dump().find(private_use) < value.dump().find(linear_b));
 
-  const std::string expected = "{\"z\":5,\"" + linear_b + "\":4,\"" + grinning_face + "\":3,\"" +
-                               private_use + "\":1,\"" + replacement + "\":2}";
+  const std::string expected = "{\"z\":5,\"" + linear_b + "\":4,\"" + grinning_face + "\":3,\"" + private_use +
+                               "\":1,\"" + replacement + "\":2}";
   CHECK(boxcar::canonicalize(value) == expected);
 }
 
-TEST_CASE("Numbers are serialised like ECMAScript per RFC 8785 Appendix B",
-          "[canonical_json][numbers]") {
+TEST_CASE("Numbers are serialised like ECMAScript per RFC 8785 Appendix B", "[canonical_json][numbers]") {
   const std::pair<std::uint64_t, const char*> vectors[] = {
       {0x0000000000000000, "0"},
       {0x8000000000000000, "0"},
@@ -190,8 +183,7 @@ TEST_CASE("Numbers are serialised like ECMAScript per RFC 8785 Appendix B",
   }
 }
 
-TEST_CASE("Every ECMAScript number layout is produced at its boundaries",
-          "[canonical_json][numbers]") {
+TEST_CASE("Every ECMAScript number layout is produced at its boundaries", "[canonical_json][numbers]") {
   const std::pair<double, const char*> vectors[] = {
       // Integral floats print without a fraction, up to 21 digits.
       {1.0, "1"},
@@ -224,14 +216,12 @@ TEST_CASE("Every ECMAScript number layout is produced at its boundaries",
   }
 }
 
-TEST_CASE("NaN and infinities are rejected with the path of the number",
-          "[canonical_json][numbers]") {
+TEST_CASE("NaN and infinities are rejected with the path of the number", "[canonical_json][numbers]") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
 
-  for (const double value :
-       {nan, inf, -inf, std::bit_cast<double>(std::uint64_t{0x7ff0000000000000}),
-        std::bit_cast<double>(std::uint64_t{0x7fffffffffffffff})}) {
+  for (const double value : {nan, inf, -inf, std::bit_cast<double>(std::uint64_t{0x7ff0000000000000}),
+                             std::bit_cast<double>(std::uint64_t{0x7fffffffffffffff})}) {
     const Failure root = canonicalize_failure(json(value));
     CHECK(root.code == "JSON_NON_FINITE_NUMBER");
     CHECK(root.path.empty());
@@ -246,8 +236,7 @@ TEST_CASE("NaN and infinities are rejected with the path of the number",
   CHECK(failure.path == "/a/1/b");
 }
 
-TEST_CASE("Integers at the safe-integer boundaries pass and one beyond fails",
-          "[canonical_json][numbers]") {
+TEST_CASE("Integers at the safe-integer boundaries pass and one beyond fails", "[canonical_json][numbers]") {
   CHECK(boxcar::kMaxSafeInteger == (std::int64_t{1} << 53) - 1);
 
   CHECK(boxcar::canonicalize(json(std::int64_t{9007199254740991})) == "9007199254740991");
@@ -259,27 +248,23 @@ TEST_CASE("Integers at the safe-integer boundaries pass and one beyond fails",
   for (const json& too_big :
        {json(std::int64_t{9007199254740992}), json(std::int64_t{-9007199254740992}),
         json(std::uint64_t{9007199254740992}), json(std::numeric_limits<std::int64_t>::min()),
-        json(std::numeric_limits<std::int64_t>::max()),
-        json(std::numeric_limits<std::uint64_t>::max())}) {
+        json(std::numeric_limits<std::int64_t>::max()), json(std::numeric_limits<std::uint64_t>::max())}) {
     const Failure failure = canonicalize_failure(json::array({0, too_big}));
     CHECK(failure.code == "JSON_INTEGER_OUT_OF_RANGE");
     CHECK(failure.path == "/1");
   }
 
   // The same limits apply to integer literals in text.
-  CHECK(boxcar::canonicalize_text("[9007199254740991,-9007199254740991]") ==
-        "[9007199254740991,-9007199254740991]");
+  CHECK(boxcar::canonicalize_text("[9007199254740991,-9007199254740991]") == "[9007199254740991,-9007199254740991]");
   CHECK(text_failure("9007199254740992").code == "JSON_INTEGER_OUT_OF_RANGE");
   CHECK(text_failure("-9007199254740992").code == "JSON_INTEGER_OUT_OF_RANGE");
 }
 
-TEST_CASE("An integer beyond 2^53-1 is refused whatever its C++ type or spelling",
-          "[canonical_json][numbers]") {
-  for (const json& value : {json(1e17), json(std::int64_t{100000000000000000}),
-                            json(std::uint64_t{100000000000000000}), json(-1e17),
-                            json(9007199254740992.0), json(-9007199254740992.0),
-                            json(std::bit_cast<double>(std::uint64_t{0x4340000000000001})),
-                            json(1152921504606846976.0), json(1e20), json(123e18)}) {
+TEST_CASE("An integer beyond 2^53-1 is refused whatever its C++ type or spelling", "[canonical_json][numbers]") {
+  for (const json& value : {json(1e17), json(std::int64_t{100000000000000000}), json(std::uint64_t{100000000000000000}),
+                            json(-1e17), json(9007199254740992.0), json(-9007199254740992.0),
+                            json(std::bit_cast<double>(std::uint64_t{0x4340000000000001})), json(1152921504606846976.0),
+                            json(1e20), json(123e18)}) {
     INFO("value " << value.dump());
     const Failure failure = canonicalize_failure({{"n", value}});
     CHECK(failure.code == "JSON_INTEGER_OUT_OF_RANGE");
@@ -287,10 +272,9 @@ TEST_CASE("An integer beyond 2^53-1 is refused whatever its C++ type or spelling
   }
 
   for (const char* text :
-       {"1e17", "1E17", "1e+17", "1.0e17", "100000000000000000", "100000000000000000.0",
-        "10000000000000000e1", "1000000000000000000e-1", "-1e17", "9007199254740992",
-        "9007199254740992.0", "9.007199254740992e15", "9007199254740993", "-1E20",
-        "9.99999999999999e20"}) {
+       {"1e17", "1E17", "1e+17", "1.0e17", "100000000000000000", "100000000000000000.0", "10000000000000000e1",
+        "1000000000000000000e-1", "-1e17", "9007199254740992", "9007199254740992.0", "9.007199254740992e15",
+        "9007199254740993", "-1E20", "9.99999999999999e20"}) {
     INFO("literal " << text);
     const Failure failure = text_failure(std::string("[0,") + text + "]");
     CHECK(failure.code == "JSON_INTEGER_OUT_OF_RANGE");
@@ -298,12 +282,11 @@ TEST_CASE("An integer beyond 2^53-1 is refused whatever its C++ type or spelling
   }
 }
 
-TEST_CASE("The largest safe integer passes in every spelling and prints as plain digits",
-          "[canonical_json][numbers]") {
+TEST_CASE("The largest safe integer passes in every spelling and prints as plain digits", "[canonical_json][numbers]") {
   CHECK(boxcar::canonicalize(json(9007199254740991.0)) == "9007199254740991");
   CHECK(boxcar::canonicalize(json(-9007199254740991.0)) == "-9007199254740991");
-  for (const char* text : {"9007199254740991", "9007199254740991.0", "9.007199254740991e15",
-                           "90071992547409910e-1", "9007199254740991.00000000000000000000"}) {
+  for (const char* text : {"9007199254740991", "9007199254740991.0", "9.007199254740991e15", "90071992547409910e-1",
+                           "9007199254740991.00000000000000000000"}) {
     INFO("literal " << text);
     CHECK(boxcar::canonicalize_text(text) == "9007199254740991");
   }
@@ -312,54 +295,56 @@ TEST_CASE("The largest safe integer passes in every spelling and prints as plain
   CHECK(boxcar::canonicalize_text("1e15") == "1000000000000000");
 }
 
-TEST_CASE("Numbers from 1e21 on are taken in exponent form however they are written",
-          "[canonical_json][numbers]") {
+TEST_CASE("Numbers from 1e21 on are taken in exponent form however they are written", "[canonical_json][numbers]") {
   CHECK(boxcar::canonicalize(json(1e21)) == "1e+21");
   CHECK(boxcar::canonicalize(json(-1e21)) == "-1e+21");
   CHECK(boxcar::canonicalize(json(1e300)) == "1e+300");
-  CHECK(boxcar::canonicalize(json(std::numeric_limits<double>::max())) ==
-        "1.7976931348623157e+308");
+  CHECK(boxcar::canonicalize(json(std::numeric_limits<double>::max())) == "1.7976931348623157e+308");
   // A literal denotes its nearest double, as in JSON.parse: 10^21 - 1 is 1e21.
-  for (const char* text : {"1e21", "1E+21", "1.0e21", "1000000000000000000000",
-                           "1000000000000000000000.000", "10e20", "999999999999999999999"}) {
+  for (const char* text : {"1e21", "1E+21", "1.0e21", "1000000000000000000000", "1000000000000000000000.000", "10e20",
+                           "999999999999999999999"}) {
     INFO("literal " << text);
     CHECK(boxcar::canonicalize_text(text) == "1e+21");
   }
   // The double just below 10^21 prints as 21 digits, so it is refused.
-  CHECK(canonicalize_failure(json(std::nextafter(1e21, 0.0))).code ==
-        "JSON_INTEGER_OUT_OF_RANGE");
+  CHECK(canonicalize_failure(json(std::nextafter(1e21, 0.0))).code == "JSON_INTEGER_OUT_OF_RANGE");
 }
 
-TEST_CASE("Every RFC 8785 Appendix B number is either refused or canonical",
-          "[canonical_json][numbers]") {
+TEST_CASE("Every RFC 8785 Appendix B number is either refused or canonical", "[canonical_json][numbers]") {
   // The Appendix B integers between 2^53 and 10^21 print as digits a 64-bit reader
   // takes for another value; the rest are canonical as the appendix prints them.
-  for (const std::uint64_t bits :
-       std::initializer_list<std::uint64_t>{0x4340000000000000, 0xc340000000000000,
-                                            0x4430000000000000, 0x444b1ae4d6e2ef4e,
-                                            0x444b1ae4d6e2ef4f}) {
+  for (const std::uint64_t bits : std::initializer_list<std::uint64_t>{
+           0x4340000000000000, 0xc340000000000000, 0x4430000000000000, 0x444b1ae4d6e2ef4e, 0x444b1ae4d6e2ef4f}) {
     INFO("IEEE-754 bits 0x" << std::hex << bits);
-    CHECK(canonicalize_failure(json(std::bit_cast<double>(bits))).code ==
-          "JSON_INTEGER_OUT_OF_RANGE");
+    CHECK(canonicalize_failure(json(std::bit_cast<double>(bits))).code == "JSON_INTEGER_OUT_OF_RANGE");
   }
-  for (const std::uint64_t bits :
-       std::initializer_list<std::uint64_t>{0x7fefffffffffffff, 0x44b52d02c7e14af6,
-                                            0x444b1ae4d6e2ef50, 0x0000000000000001,
-                                            0x43143ff3c1cb0959}) {
+  for (const std::uint64_t bits : std::initializer_list<std::uint64_t>{
+           0x7fefffffffffffff, 0x44b52d02c7e14af6, 0x444b1ae4d6e2ef50, 0x0000000000000001, 0x43143ff3c1cb0959}) {
     INFO("IEEE-754 bits 0x" << std::hex << bits);
     CHECK(boxcar::canonicalize(json(std::bit_cast<double>(bits))) == canonical_number(bits));
   }
 }
 
-TEST_CASE("Every number canonicalize takes reads back to the same canonical form "
-          "from its own text and from jsonb's plain decimal digits",
-          "[canonical_json][numbers]") {
+TEST_CASE(
+    "Every number canonicalize takes reads back to the same canonical form "
+    "from its own text and from jsonb's plain decimal digits",
+    "[canonical_json][numbers]") {
   // 50,000 doubles spread over every exponent (subnormals included) plus integers near
   // each boundary of the rule. nlohmann reads digits within 64 bits as integers, so any
   // refused-but-needed value or lossy form would show up here.
-  std::vector<double> values = {0.0,    -0.0,  5e-324, -5e-324, 2.2250738585072014e-308,
-                                1e-7,   1e-6,  0.1,    1.0,     4503599627370495.5,
-                                1e21,   1e300, std::numeric_limits<double>::max()};
+  std::vector<double> values = {0.0,
+                                -0.0,
+                                5e-324,
+                                -5e-324,
+                                2.2250738585072014e-308,
+                                1e-7,
+                                1e-6,
+                                0.1,
+                                1.0,
+                                4503599627370495.5,
+                                1e21,
+                                1e300,
+                                std::numeric_limits<double>::max()};
   for (double n = 9007199254740991.0 - 4; n <= 9007199254740991.0; n += 1) {
     values.push_back(n);
     values.push_back(-n);
@@ -397,8 +382,7 @@ TEST_CASE("Every number canonicalize takes reads back to the same canonical form
   CHECK(refused > 100);
 }
 
-TEST_CASE("Integer literals beyond 64 bits and below 1e21 are refused, never rounded",
-          "[canonical_json][numbers]") {
+TEST_CASE("Integer literals beyond 64 bits and below 1e21 are refused, never rounded", "[canonical_json][numbers]") {
   // nlohmann would store these as approximate doubles; that must not be fingerprinted.
   const Failure above_uint64 = text_failure(R"({"n":18446744073709551616})");
   CHECK(above_uint64.code == "JSON_INTEGER_OUT_OF_RANGE");
@@ -411,8 +395,7 @@ TEST_CASE("Integer literals beyond 64 bits and below 1e21 are refused, never rou
   CHECK(text_failure("18446744073709551615").code == "JSON_INTEGER_OUT_OF_RANGE");
 }
 
-TEST_CASE("Number literals that overflow a double are rejected as non-finite",
-          "[canonical_json][numbers]") {
+TEST_CASE("Number literals that overflow a double are rejected as non-finite", "[canonical_json][numbers]") {
   const Failure overflow = text_failure(R"({"a":[0,1e400]})");
   CHECK(overflow.code == "JSON_NON_FINITE_NUMBER");
   CHECK(overflow.path == "/a/1");
@@ -431,8 +414,7 @@ TEST_CASE("Member order in the input does not change the canonical form or finge
   CHECK(boxcar::content_fingerprint("t", 1, a) == boxcar::content_fingerprint("t", 1, b));
 }
 
-TEST_CASE("Array element order changes the canonical form and fingerprint",
-          "[canonical_json][fingerprint]") {
+TEST_CASE("Array element order changes the canonical form and fingerprint", "[canonical_json][fingerprint]") {
   const std::string a = boxcar::canonicalize_text("[1,2,3]");
   const std::string b = boxcar::canonicalize_text("[3,2,1]");
   CHECK(a != b);
@@ -446,8 +428,7 @@ TEST_CASE("Strings escape quotes, backslashes and C0 controls minimally and keep
   CHECK(boxcar::canonicalize(json("\x01\x0b\x1f")) == R"("\u0001\u000b\u001f")");
   CHECK(boxcar::canonicalize(json("\x7f")) == "\"\x7f\"");
   CHECK(boxcar::canonicalize(json("\xe2\x80\xa8")) == "\"\xe2\x80\xa8\"");  // U+2028 raw
-  CHECK(boxcar::canonicalize(json("caf\xc3\xa9 \xf0\x9f\x98\x80")) ==
-        "\"caf\xc3\xa9 \xf0\x9f\x98\x80\"");
+  CHECK(boxcar::canonicalize(json("caf\xc3\xa9 \xf0\x9f\x98\x80")) == "\"caf\xc3\xa9 \xf0\x9f\x98\x80\"");
 
   // Every control character except NUL, escaped exactly once and in lower case.
   std::string controls;
@@ -460,12 +441,10 @@ TEST_CASE("Strings escape quotes, backslashes and C0 controls minimally and keep
         R"(\u0018\u0019\u001a\u001b\u001c\u001d\u001e\u001f")");
 
   // Member names are escaped the same way; text escapes are decoded then re-encoded.
-  CHECK(boxcar::canonicalize_text(R"({"\u001F\u007f\u00E9":"\/"})") ==
-        "{\"\\u001f\x7f\xc3\xa9\":\"/\"}");
+  CHECK(boxcar::canonicalize_text(R"({"\u001F\u007f\u00E9":"\/"})") == "{\"\\u001f\x7f\xc3\xa9\":\"/\"}");
 }
 
-TEST_CASE("Invalid UTF-8 is rejected with the path of the offending value",
-          "[canonical_json][unicode]") {
+TEST_CASE("Invalid UTF-8 is rejected with the path of the offending value", "[canonical_json][unicode]") {
   json value = {{"ok", "fine"}, {"list", json::array({"a", "b\xff"})}};
   Failure failure = canonicalize_failure(value);
   CHECK(failure.code == "JSON_INVALID_UTF8");
@@ -505,12 +484,10 @@ TEST_CASE("U+0000 in a string or member name is rejected", "[canonical_json][uni
   CHECK(failure.path == "/a/0");
 }
 
-TEST_CASE("is_valid_utf8 accepts well-formed text and rejects every ill-formed shape",
-          "[utf8][unicode]") {
+TEST_CASE("is_valid_utf8 accepts well-formed text and rejects every ill-formed shape", "[utf8][unicode]") {
   for (const std::string good :
-       {"", "plain ascii", "\x7f", "\xc2\x80", "\xdf\xbf", "\xe0\xa0\x80", "\xed\x9f\xbf",
-        "\xee\x80\x80", "\xef\xbf\xbf", "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf",
-        "mixed \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80 end"}) {
+       {"", "plain ascii", "\x7f", "\xc2\x80", "\xdf\xbf", "\xe0\xa0\x80", "\xed\x9f\xbf", "\xee\x80\x80",
+        "\xef\xbf\xbf", "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf", "mixed \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80 end"}) {
     INFO("input " << json(good).dump());
     CHECK(boxcar::is_valid_utf8(good));
   }
@@ -538,14 +515,12 @@ TEST_CASE("is_valid_utf8 accepts well-formed text and rejects every ill-formed s
       "ok\xc3(",                   // lead byte followed by ASCII
   };
   for (const char* text : bad) {
-    INFO("input bytes "
-         << json::binary(std::vector<std::uint8_t>(text, text + std::strlen(text))).dump());
+    INFO("input bytes " << json::binary(std::vector<std::uint8_t>(text, text + std::strlen(text))).dump());
     CHECK_FALSE(boxcar::is_valid_utf8(text));
   }
 }
 
-TEST_CASE("Nesting exactly at the depth limit passes and one level more fails",
-          "[canonical_json][limits]") {
+TEST_CASE("Nesting exactly at the depth limit passes and one level more fails", "[canonical_json][limits]") {
   boxcar::CanonicalLimits limits;
   limits.max_depth = 3;
 
@@ -636,8 +611,7 @@ TEST_CASE("Binary and discarded values are rejected as unsupported", "[canonical
   CHECK(failure.path.empty());
 }
 
-TEST_CASE("Duplicate member names in text are rejected with the member's path",
-          "[canonical_json][parse]") {
+TEST_CASE("Duplicate member names in text are rejected with the member's path", "[canonical_json][parse]") {
   Failure failure = text_failure(R"({"a":1,"a":1})");
   CHECK(failure.code == "JSON_DUPLICATE_KEY");
   CHECK(failure.path == "/a");
@@ -652,8 +626,7 @@ TEST_CASE("Duplicate member names in text are rejected with the member's path",
   CHECK(failure.path == "/a");
 
   // The same name in different objects is fine.
-  CHECK(boxcar::canonicalize_text(R"({"a":{"a":1},"b":{"a":2}})") ==
-        R"({"a":{"a":1},"b":{"a":2}})");
+  CHECK(boxcar::canonicalize_text(R"({"a":{"a":1},"b":{"a":2}})") == R"({"a":{"a":1},"b":{"a":2}})");
 }
 
 TEST_CASE("Malformed JSON text is a parse error", "[canonical_json][parse]") {
@@ -716,38 +689,32 @@ TEST_CASE("Canonical output is a fixed point of canonicalize_text", "[canonical_
 }
 
 TEST_CASE("sha256_hex matches the FIPS 180-2 test vectors", "[sha256]") {
-  CHECK(boxcar::sha256_hex("abc") ==
-        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  CHECK(boxcar::sha256_hex("") ==
-        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(boxcar::sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(boxcar::sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   CHECK(boxcar::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   CHECK(boxcar::sha256_hex(std::string(1'000'000, 'a')) ==
         "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
-TEST_CASE("content_fingerprint hashes the JCS envelope of type, version and payload",
-          "[fingerprint]") {
+TEST_CASE("content_fingerprint hashes the JCS envelope of type, version and payload", "[fingerprint]") {
   const std::string payload = boxcar::canonicalize_text(R"({"id": 7, "amount": 12.50})");
   REQUIRE(payload == R"({"amount":12.5,"id":7})");
 
-  const std::string envelope =
-      R"({"eventType":"order.created","payload":{"amount":12.5,"id":7},"schemaVersion":2})";
+  const std::string envelope = R"({"eventType":"order.created","payload":{"amount":12.5,"id":7},"schemaVersion":2})";
   const std::string fingerprint = boxcar::content_fingerprint("order.created", 2, payload);
   CHECK(fingerprint == boxcar::sha256_hex(envelope));
   // printf '%s' '<envelope>' | sha256sum
   CHECK(fingerprint == "db3667e9d6c25f150f8a86026dbf86d9f8ecc5225eb016fe758fe7188b751299");
 
   // The envelope is itself the canonical form of the equivalent JSON object.
-  const json as_object = {
-      {"schemaVersion", 2}, {"payload", json::parse(payload)}, {"eventType", "order.created"}};
+  const json as_object = {{"schemaVersion", 2}, {"payload", json::parse(payload)}, {"eventType", "order.created"}};
   CHECK(boxcar::canonicalize(as_object) == envelope);
 
   // Every input participates.
   CHECK(boxcar::content_fingerprint("order.created", 3, payload) != fingerprint);
   CHECK(boxcar::content_fingerprint("order.updated", 2, payload) != fingerprint);
-  CHECK(boxcar::content_fingerprint("order.created", 2, R"({"amount":12.5,"id":8})") !=
-        fingerprint);
+  CHECK(boxcar::content_fingerprint("order.created", 2, R"({"amount":12.5,"id":8})") != fingerprint);
 }
 
 TEST_CASE("content_fingerprint escapes the event type as a JCS string", "[fingerprint]") {
@@ -760,8 +727,7 @@ TEST_CASE("content_fingerprint escapes the event type as a JCS string", "[finger
   CHECK(failure.code == "JSON_INVALID_UTF8");
   CHECK(failure.path == "/eventType");
 
-  failure =
-      failure_of([] { (void)boxcar::content_fingerprint(std::string_view("a\0b", 3), 1, "{}"); });
+  failure = failure_of([] { (void)boxcar::content_fingerprint(std::string_view("a\0b", 3), 1, "{}"); });
   CHECK(failure.code == "JSON_NUL_CHARACTER");
   CHECK(failure.path == "/eventType");
 }

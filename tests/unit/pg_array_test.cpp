@@ -21,8 +21,7 @@ TEST_CASE("integer elements are written bare, comma separated, negatives and ext
 }
 
 TEST_CASE("text elements are always quoted, so commas, braces, blanks, empty strings and NULL stay text") {
-  CHECK(pg_array(std::vector<std::string>{"a,b", "{c}", " d ", "", "NULL"}) ==
-        R"({"a,b","{c}"," d ","","NULL"})");
+  CHECK(pg_array(std::vector<std::string>{"a,b", "{c}", " d ", "", "NULL"}) == R"({"a,b","{c}"," d ","","NULL"})");
 }
 
 TEST_CASE("double quotes and backslashes inside text elements are backslash-escaped") {

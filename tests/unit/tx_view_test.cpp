@@ -12,15 +12,25 @@
 namespace {
 
 template <typename T>
-concept can_commit = requires(T t) { t.commit(); };
+concept can_commit = requires(T t) {
+  t.commit();
+};
 template <typename T>
-concept can_roll_back = requires(T t) { t.rollback(); };
+concept can_roll_back = requires(T t) {
+  t.rollback();
+};
 template <typename T>
-concept can_abort = requires(T t) { t.abort(); };
+concept can_abort = requires(T t) {
+  t.abort();
+};
 template <typename T>
-concept reaches_libpqxx_transaction = requires(T t) { t.work(); };
+concept reaches_libpqxx_transaction = requires(T t) {
+  t.work();
+};
 template <typename T>
-concept reaches_connection = requires(T t) { t.connection(); };
+concept reaches_connection = requires(T t) {
+  t.connection();
+};
 template <typename T>
 concept runs_statements = requires(T t) {
   { t.exec("SELECT $1", 1) } -> std::same_as<pqxx::result>;

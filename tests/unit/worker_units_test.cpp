@@ -37,7 +37,10 @@ TEST_CASE("stored error text is bounded, visibly truncated and valid UTF-8") {
   const std::string long_text(5000, 'x');
   const auto bounded = bounded_error_text(long_text, 100);
   CHECK(bounded == std::string(100, 'x') + "…[truncated 4900 bytes]");
-  CHECK(bounded_error_text(std::string("a\xff" "b\0c", 5), 100) == "a?b?c");
+  CHECK(bounded_error_text(std::string("a\xff"
+                                       "b\0c",
+                                       5),
+                           100) == "a?b?c");
   // A multi-byte character is never cut in half.
   const auto euro = bounded_error_text("ab€€", 4);
   CHECK(boxcar::is_valid_utf8(euro));

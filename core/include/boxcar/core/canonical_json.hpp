@@ -92,8 +92,7 @@ std::string sha256_hex(std::string_view bytes);
 ///
 /// @throws JsonValueError at path "/eventType" when event_type is not valid UTF-8 or
 ///   contains U+0000.
-std::string content_fingerprint(std::string_view event_type, int schema_version,
-                                std::string_view canonical_payload);
+std::string content_fingerprint(std::string_view event_type, int schema_version, std::string_view canonical_payload);
 
 /// True when `text` is well-formed UTF-8 (no overlongs, surrogates or code points
 /// above U+10FFFF).

@@ -20,8 +20,7 @@ namespace boxcar {
 
 class Error : public std::runtime_error {
  public:
-  Error(std::string code, const std::string& message)
-      : std::runtime_error(message), code_(std::move(code)) {}
+  Error(std::string code, const std::string& message) : std::runtime_error(message), code_(std::move(code)) {}
 
   /// Stable, documented identifier of the failure (e.g. "IDENTITY_CONFLICT").
   const std::string& code() const noexcept { return code_; }
@@ -71,8 +70,7 @@ class JsonValueError final : public Error {
 /// Codes: DATABASE_UNAVAILABLE, DATABASE_ERROR, DATABASE_COMMIT_UNCERTAIN, DATABASE_POOL_TIMEOUT.
 class DatabaseError final : public Error {
  public:
-  DatabaseError(std::string code, const std::string& message, std::string sqlstate = {},
-                bool uncertain = false)
+  DatabaseError(std::string code, const std::string& message, std::string sqlstate = {}, bool uncertain = false)
       : Error(std::move(code), message), sqlstate_(std::move(sqlstate)), uncertain_(uncertain) {}
   const std::string& sqlstate() const noexcept { return sqlstate_; }
   bool uncertain() const noexcept { return uncertain_; }

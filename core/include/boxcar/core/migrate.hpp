@@ -37,7 +37,6 @@ int latest_migration_version();
 
 /// Highest version applied to `options.schema`, 0 when none (or no schema).
 /// @throws DatabaseError, ConfigError
-int applied_migration_version(const std::string& connection_string,
-                              const MigrateOptions& options = {});
+int applied_migration_version(const std::string& connection_string, const MigrateOptions& options = {});
 
 }  // namespace boxcar

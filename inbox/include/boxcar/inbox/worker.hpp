@@ -108,8 +108,7 @@ class Worker {
   ///   of an undeclared consumer, "worker.lease_ms" when the lease does not exceed the
   ///   handler timeout by at least a second, "pool.size" when the pool has fewer than
   ///   concurrency + 1 connections, and for zero/negative sizes.
-  Worker(std::shared_ptr<ConnectionPool> pool, WorkerOptions options,
-         std::vector<HandlerRegistration> handlers);
+  Worker(std::shared_ptr<ConnectionPool> pool, WorkerOptions options, std::vector<HandlerRegistration> handlers);
   ~Worker();  // stop()
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

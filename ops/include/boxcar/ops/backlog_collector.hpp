@@ -47,8 +47,7 @@ class BacklogCollector {
   /// @throws ConfigError ("schema", "metrics.backlog_interval_ms", "backlog.pool",
   ///   "backlog.metrics") for an invalid schema, a non-positive interval or a null
   ///   pool or metrics. Does not touch the database.
-  BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::shared_ptr<Metrics> metrics,
-                   BacklogOptions options = {});
+  BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::shared_ptr<Metrics> metrics, BacklogOptions options = {});
   /// Stops the background thread (see stop()).
   ~BacklogCollector();
   BacklogCollector(const BacklogCollector&) = delete;

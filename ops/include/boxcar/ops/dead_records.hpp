@@ -139,15 +139,15 @@ DeadRecord dead_show(ConnectionPool& pool, const std::string& schema, RecordKind
 /// @throws OperatorError DEAD_FILTER_REQUIRED (no criterion and not `all`),
 ///   DEAD_FILTER_INVALID, DEAD_ACTOR_REQUIRED; ConfigError; DatabaseError (uncertain()
 ///   when the connection was lost while the update may have committed).
-ActionResult dead_retry(ConnectionPool& pool, const std::string& schema, RecordKind kind,
-                        const DeadFilter& filter, const std::string& actor, bool dry_run = false);
+ActionResult dead_retry(ConnectionPool& pool, const std::string& schema, RecordKind kind, const DeadFilter& filter,
+                        const std::string& actor, bool dry_run = false);
 
 /// Discards the matching DEAD records: discarded_at/by recorded, the row stays DEAD with
 /// its identity, so an inbox redelivery of it is still a Duplicate (never re-run) and
 /// status/dead_list stop counting it. Same selection, bounds, logging and errors as
 /// dead_retry.
-ActionResult dead_discard(ConnectionPool& pool, const std::string& schema, RecordKind kind,
-                          const DeadFilter& filter, const std::string& actor, bool dry_run = false);
+ActionResult dead_discard(ConnectionPool& pool, const std::string& schema, RecordKind kind, const DeadFilter& filter,
+                          const std::string& actor, bool dry_run = false);
 
 /// Aligned tables for dead_list and dead_groups, and a "key: value" block for dead_show
 /// (payload and metadata pretty-printed when present).

@@ -21,8 +21,8 @@ inline constexpr std::string_view kCausationId = "causation_id";
 inline constexpr std::string_view kCorrelationId = "correlation_id";
 inline constexpr std::string_view kTraceparent = "traceparent";
 
-inline constexpr std::array<std::string_view, 8> kReserved = {
-    kEventId, kEventType, kSchemaVersion, kTenantScope, kTenantId, kCausationId, kCorrelationId, kTraceparent};
+inline constexpr std::array<std::string_view, 8> kReserved = {kEventId,  kEventType,   kSchemaVersion, kTenantScope,
+                                                              kTenantId, kCausationId, kCorrelationId, kTraceparent};
 
 /// True for a name the publisher sets itself.
 constexpr bool is_reserved(std::string_view name) noexcept {

@@ -31,7 +31,6 @@ namespace boxcar {
 
 enum class Role { Ingress, Worker, Publisher, All };
 
-
 class Runtime {
  public:
   /// Application handlers, built once the runtime exists (so they can take its outbox).

@@ -16,7 +16,6 @@ bool is_transient_sqlstate(std::string_view sqlstate) noexcept;
 /// DatabaseError whose message starts with `doing`. `commit_in_flight` says whether the
 /// failed call could have committed (a COMMIT, or an autocommit write): a lost
 /// connection then makes the outcome uncertain. Non-database exceptions are rethrown.
-DatabaseError to_database_error(std::exception_ptr error, std::string_view doing,
-                                bool commit_in_flight);
+DatabaseError to_database_error(std::exception_ptr error, std::string_view doing, bool commit_in_flight);
 
 }  // namespace boxcar::detail
