@@ -252,3 +252,48 @@ TEST_CASE("a batch in which one completion guard matches no row commits nothing,
   CHECK(db.scalar("SELECT count(DISTINCT message_id) FROM {schema}.app_rows") == 5);
   CHECK(db.scalar("SELECT attempt FROM {schema}.app_rows WHERE message_id = 'm-2'") == 2);
 }
+
+TEST_CASE("the thread of a batch abandoned past its deadline re-runs none of the batch once its handler returns") {
+  TestDatabase db;
+  create_app_table(db);
+  auto pool = db.pool(6);
+  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
+  inbox.accept(message("c.v1", "stuck"));
+  inbox.accept(message("c.v1", "m-1"));
+  const std::string table = db.qualified("{schema}.app_rows");
+  std::atomic<bool> started{false};
+  std::atomic<bool> release{false};
+  std::atomic<int> first_attempt_calls{0};
+  Worker worker(pool,
+                {.schema = db.schema(),
+                 .consumers = {"c.v1"},
+                 .concurrency = 1,
+                 .batch_size = 2,
+                 .lease = 5s,
+                 .handler_timeout = 500ms,
+                 .max_attempts = 3,
+                 .backoff = {.base = 0ms, .cap = 0ms},
+                 .poll_interval = 100ms},
+                {{.consumer = "c.v1",
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
+                    if (c.message_id != "stuck") return insert_app_row(table, c);
+                    if (c.attempt == 1) ++first_attempt_calls;
+                    insert_app_row(table, c);
+                    started = true;
+                    while (!release) std::this_thread::sleep_for(5ms);  // ignores its signal
+                  })}});
+  worker.start();
+  REQUIRE(eventually([&] { return started.load(); }));
+  REQUIRE(eventually([&] { return worker.abandoned_handlers() == 1; }));
+  // Returning now, well inside the lease, the abandoned thread could still run the batch
+  // again one message at a time: it must not, it is no longer the worker's.
+  release = true;
+  CHECK(eventually(
+      [&] { return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 2; }));
+  worker.stop();
+  CHECK(first_attempt_calls == 1);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE message_id = 'stuck'") == 1);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE message_id = 'stuck' AND attempt = 1") == 0);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE message_id = 'm-1'") == 1);
+}

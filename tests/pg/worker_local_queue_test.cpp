@@ -32,8 +32,8 @@ WorkerOptions options_for(const TestDatabase& db) {
 // nobody has, its lease expired `ago`.
 void expire_claim(TestDatabase& db, const std::string& message_id, int attempts, const std::string& ago) {
   db.query("UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', attempts = " + std::to_string(attempts) +
-           ", claim_token = gen_random_uuid(), lease_expires_at = now() - interval '" + ago +
-           "' WHERE message_id = '" + message_id + "'");
+           ", claim_token = gen_random_uuid(), lease_expires_at = now() - interval '" + ago + "' WHERE message_id = '" +
+           message_id + "'");
 }
 
 }  // namespace
@@ -67,14 +67,16 @@ TEST_CASE("stop hands back the unstarted claims even when the local queue holds 
   worker.start();
   REQUIRE(eventually([&] { return in_handler.load(); }));
   REQUIRE(eventually([&] {
-    return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'exhausted' AND "
-                     "status = 'DEAD'") == 1;
+    return db.scalar(
+               "SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'exhausted' AND "
+               "status = 'DEAD'") == 1;
   }));
   // Behind the DEAD receipt, the local queue (capacity 2) takes one fresh claim.
   inbox.accept(message(kConsumer, "fresh"));
   REQUIRE(eventually([&] {
-    return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'fresh' AND "
-                     "status = 'PROCESSING'") == 1;
+    return db.scalar(
+               "SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'fresh' AND "
+               "status = 'PROCESSING'") == 1;
   }));
   worker.stop();
 
@@ -117,8 +119,9 @@ TEST_CASE("a worker started again after stop runs its handlers with a live cance
   inbox.accept(message(kConsumer, "after-restart"));
   // Until it completes, or (before, every attempt cancelled on entry) ends DEAD.
   CHECK(eventually([&] {
-    return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status IN ('COMPLETED', 'DEAD') AND "
-                     "message_id = 'after-restart'") == 1;
+    return db.scalar(
+               "SELECT count(*) FROM {schema}.inbox_receipts WHERE status IN ('COMPLETED', 'DEAD') AND "
+               "message_id = 'after-restart'") == 1;
   }));
   worker.stop();
 
@@ -156,8 +159,9 @@ TEST_CASE("claims just recovered from expired leases are processed even when the
   // expire, and be recovered again at the cost of another attempt, again and again.
   CHECK(eventually(
       [&] {
-        return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'recovered' AND "
-                         "status IN ('COMPLETED', 'DEAD')") == 1;
+        return db.scalar(
+                   "SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'recovered' AND "
+                   "status IN ('COMPLETED', 'DEAD')") == 1;
       },
       20s));
   worker.stop();
