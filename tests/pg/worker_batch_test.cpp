@@ -297,3 +297,30 @@ TEST_CASE("the thread of a batch abandoned past its deadline re-runs none of the
   CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE message_id = 'stuck' AND attempt = 1") == 0);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE message_id = 'm-1'") == 1);
 }
+
+TEST_CASE("a batched worker needs a lease of one transaction's deadline plus 1 s, whatever its batch size") {
+  TestDatabase db;
+  auto pool = db.pool(6);
+  const auto construct_worker = [&](std::chrono::milliseconds lease) {
+    Worker worker(pool,
+                  {.schema = db.schema(),
+                   .consumers = {"c.v1"},
+                   .concurrency = 2,
+                   .batch_size = 32,
+                   .lease = lease,
+                   .handler_timeout = 2s},
+                  {{.consumer = "c.v1",
+                    .supports = {{"thing.happened", 1}},
+                    .handler = handler([](const nlohmann::json&, HandlerContext&) {})}});
+  };
+  // Re-run batches renew the waiting leases, so 33 deadlines (the batch and 32 singles)
+  // need not fit in one lease (docs/worker.md, "How long a claim is held").
+  CHECK_NOTHROW(construct_worker(3s));
+  try {
+    construct_worker(2999ms);
+    FAIL("expected ConfigError for worker.lease_ms");
+  } catch (const ConfigError& e) {
+    CHECK(e.key() == "worker.lease_ms");
+    CHECK(std::string(e.what()).find("worker.handler_timeout_ms") != std::string::npos);
+  }
+}
