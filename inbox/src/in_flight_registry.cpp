@@ -12,15 +12,24 @@ std::size_t InFlightRegistry::add(Entry entry) {
   return next_++;
 }
 
-void InFlightRegistry::remove(std::size_t key) {
+bool InFlightRegistry::remove(std::size_t key) {
   std::lock_guard lock(mutex_);
-  entries_.erase(key);
+  const auto it = entries_.find(key);
+  if (it == entries_.end()) return false;
+  const bool abandoned = it->second.abandoned;
+  entries_.erase(it);
+  return abandoned;
 }
 
 void InFlightRegistry::cancel_signals() {
   std::lock_guard lock(mutex_);
   cancelled_ = true;
   for (auto& [key, running] : entries_) running.entry.source->cancel();
+}
+
+void InFlightRegistry::resume() {
+  std::lock_guard lock(mutex_);
+  cancelled_ = false;
 }
 
 void InFlightRegistry::cancel_queries() {

@@ -39,10 +39,14 @@ class InFlightRegistry {
 
   /// Registers the calling thread's attempt; fires its signal at once when shutdown began.
   std::size_t add(Entry entry);
-  /// Called by the attempt's own thread when its handlers are done.
-  void remove(std::size_t key);
+  /// Called by the attempt's own thread when its handlers are done; returns whether the
+  /// attempt was abandoned meanwhile.
+  bool remove(std::size_t key);
   /// Fires every in-flight signal, and every later one at once (shutdown began).
   void cancel_signals();
+  /// Ends what cancel_signals() began for later attempts: a restarted worker's handlers
+  /// get live signals again. Signals already fired stay fired.
+  void resume();
   /// Cancels the running query of every in-flight transaction (grace period over).
   void cancel_queries();
   /// Attempts not abandoned.

@@ -48,24 +48,30 @@ long long remaining_ms(Clock::time_point deadline) {
 }
 
 // While handlers run on `tx`: registered for shutdown, and watched by the deadline, which
-// fires their signal and cancels the running query.
+// fires their signal and cancels the running query. `abandoned`, when given, tells
+// afterwards whether the supervisor gave the thread up meanwhile.
 class RunningHandlers {
  public:
   RunningHandlers(InFlightRegistry& registry, DeadlineWatchdog& watchdog, CancellationSource& source, Tx& tx,
-                  Clock::time_point deadline)
+                  Clock::time_point deadline, bool* abandoned = nullptr)
       : registry_(registry),
         key_(registry.add({&source, &tx.connection(), deadline})),
+        abandoned_(abandoned),
         armed_(watchdog, deadline, [&source, &connection = tx.connection()] {
           source.cancel();
           connection.cancel_query();
         }) {}
-  ~RunningHandlers() { registry_.remove(key_); }
+  ~RunningHandlers() {
+    const bool abandoned = registry_.remove(key_);
+    if (abandoned_) *abandoned_ = abandoned;
+  }
   RunningHandlers(const RunningHandlers&) = delete;
   RunningHandlers& operator=(const RunningHandlers&) = delete;
 
  private:
   InFlightRegistry& registry_;
   std::size_t key_;
+  bool* abandoned_;
   DeadlineWatchdog::Armed armed_;
 };
 
@@ -366,6 +372,9 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
   enum class Then { RecordFailure, RerunIndividually, EndedTransaction } then = Then::RecordFailure;
   std::optional<FailureRecord> batch_failure;
   std::vector<const ClaimedReceipt*> locked;
+  // Set when the supervisor gave this thread up while the batch ran: it is no longer the
+  // worker's, so it must not go on to run the batch again one message at a time.
+  bool abandoned = false;
   // The receipts whose handler was called (in order), and those to re-run one by one.
   std::size_t invoked = 0;
   std::vector<const ClaimedReceipt*> rerun;
@@ -394,7 +403,7 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
     std::vector<std::pair<std::int64_t, double>> completed;
     try {
       {
-        const RunningHandlers running(in_flight_, watchdog, source, tx, deadline);
+        const RunningHandlers running(in_flight_, watchdog, source, tx, deadline, &abandoned);
         const bool savepoints = options_.batch_failure_mode == BatchFailureMode::Savepoint;
         // One round trip between two handlers: release the previous savepoint and open the
         // next in one simple query. COMMIT releases the last one.
@@ -421,6 +430,9 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
             auto status = store_.fail(&tx, *r, failure, options_.max_attempts);
             failed.push_back({r, std::move(failure), std::move(status)});
           }
+          // Past the deadline the batch is over: the handlers after this one would start
+          // with their signal already fired, and nothing of the batch may commit.
+          if (Clock::now() >= deadline) throw HandlerTimeout("the batch ran past its deadline");
         }
       }
       if (Clock::now() >= deadline) throw HandlerTimeout("the batch returned after its deadline");
@@ -464,7 +476,13 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
     batch_failure = describe_current_exception(*receipts.front(), deadline);
     then = Then::EndedTransaction;
   } catch (...) {
-    if (options_.batch_failure_mode == BatchFailureMode::Rerun && Clock::now() < deadline && !locked.empty()) {
+    // A batch that ran past its deadline proves nothing about any one message (each may
+    // fit its deadline alone): like a failed batch in Rerun mode, it is re-run one message
+    // per transaction, within the same claims, so a message is charged only for a failure
+    // of its own. Savepoint mode re-runs only on the deadline: its handler failures were
+    // recorded in the transaction, so what reaches here broke the transaction itself.
+    const bool timed_out = Clock::now() >= deadline;
+    if (!locked.empty() && !abandoned && (timed_out || options_.batch_failure_mode == BatchFailureMode::Rerun)) {
       then = Then::RerunIndividually;
       rerun = locked;
     } else {
@@ -474,18 +492,14 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
   // Rolled back as a whole: nothing of this batch committed through the worker.
   switch (then) {
     case Then::RerunIndividually:
-      for (const auto* r : rerun) process_one(*r, watchdog);
+      rerun_one_by_one(rerun, watchdog);
       return;
     case Then::EndedTransaction:
       // Every handler that ran may have written durably (before the end through its
       // COMMIT, after it in autocommit); a handler that never ran is re-run normally.
-      for (std::size_t i = 0; i < locked.size(); ++i) {
-        if (i < invoked) {
-          record_failure(*locked[i], *batch_failure);
-        } else {
-          process_one(*locked[i], watchdog);
-        }
-      }
+      for (std::size_t i = 0; i < locked.size() && i < invoked; ++i) record_failure(*locked[i], *batch_failure);
+      if (invoked < locked.size())
+        rerun_one_by_one(std::vector(locked.begin() + static_cast<long>(invoked), locked.end()), watchdog);
       return;
     case Then::RecordFailure:
       // The shared failure (timeout, lost connection) for every message of the batch.
@@ -495,6 +509,22 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
         record_failure(*r, std::move(failure));
       }
       return;
+  }
+}
+
+void MessageProcessor::rerun_one_by_one(const std::vector<const ClaimedReceipt*>& receipts,
+                                        DeadlineWatchdog& watchdog) {
+  for (std::size_t i = 0; i < receipts.size(); ++i) {
+    // The batch's row locks are gone, and the k-th message waits for k - 1 transactions of
+    // up to a deadline each: renew the leases of those still waiting so none of them
+    // expires before its own turn (docs/worker.md, "How long a claim is held").
+    try {
+      store_.renew_leases(std::span(receipts).subspan(i), options_.lease);
+    } catch (const std::exception& e) {
+      // The message transaction below fails the same way and records it.
+      log_->warn("could not renew the leases of {} receipts of a batch: {}", receipts.size() - i, e.what());
+    }
+    process_one(*receipts[i], watchdog);
   }
 }
 

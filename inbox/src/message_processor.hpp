@@ -44,6 +44,9 @@ class MessageProcessor {
  private:
   void process_one(const ClaimedReceipt& receipt, DeadlineWatchdog& watchdog);
   void process_batch(std::vector<const ClaimedReceipt*>& receipts, DeadlineWatchdog& watchdog);
+  /// After a batch rolled back: each receipt in its own transaction, in order, renewing
+  /// the leases of those still waiting before each.
+  void rerun_one_by_one(const std::vector<const ClaimedReceipt*>& receipts, DeadlineWatchdog& watchdog);
   void invoke(const ClaimedReceipt& receipt, Tx& tx, std::chrono::steady_clock::time_point deadline,
               const CancellationSignal& signal);
   void set_deadline(Tx& tx, std::chrono::steady_clock::time_point deadline);

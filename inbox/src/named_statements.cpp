@@ -21,7 +21,8 @@ std::vector<NamedStatement> inbox_statements() {
           {"worker.complete_many", worker_sql::kCompleteMany},
           {"worker.transaction_ended", worker_sql::kTransactionEnded},
           {"worker.fail", worker_sql::kFail},
-          {"worker.hand_back", worker_sql::kHandBack}};
+          {"worker.hand_back", worker_sql::kHandBack},
+          {"worker.renew_leases", worker_sql::kRenewLeases}};
 }
 
 }  // namespace boxcar::detail

@@ -45,6 +45,7 @@ ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::stri
   transaction_ended_ = worker_sql::kTransactionEnded;
   fail_ = detail::with_schema(worker_sql::kFail, schema);
   hand_back_ = detail::with_schema(worker_sql::kHandBack, schema);
+  renew_leases_ = detail::with_schema(worker_sql::kRenewLeases, schema);
 }
 
 std::vector<ClaimedReceipt> ReceiptStore::claim(const std::string& consumer, std::size_t limit,
@@ -122,10 +123,22 @@ std::optional<std::string> ReceiptStore::fail(Tx* tx, const ClaimedReceipt& rece
 }
 
 std::size_t ReceiptStore::hand_back(std::span<const ClaimedReceipt> receipts) {
-  if (receipts.empty()) return 0;
   std::vector<const ClaimedReceipt*> pointers;
-  for (const auto& r : receipts) pointers.push_back(&r);
+  // A DEAD receipt from lease recovery has no claim token: its "" is no uuid, and one
+  // such element would fail the whole statement.
+  for (const auto& r : receipts)
+    if (!r.claim_token.empty()) pointers.push_back(&r);
+  if (pointers.empty()) return 0;
   return pool_->autocommit("boxcar.worker.hand_back." + schema_, hand_back_, id_array(pointers), token_array(pointers))
+      .affected_rows();
+}
+
+std::size_t ReceiptStore::renew_leases(std::span<const ClaimedReceipt* const> receipts,
+                                       std::chrono::milliseconds lease) {
+  if (receipts.empty()) return 0;
+  return pool_
+      ->autocommit("boxcar.worker.renew_leases." + schema_, renew_leases_, id_array(receipts), token_array(receipts),
+                   static_cast<long long>(lease.count()))
       .affected_rows();
 }
 

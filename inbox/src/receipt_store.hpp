@@ -72,14 +72,18 @@ class ReceiptStore {
   /// Returns the new status ("RETRYABLE" or "DEAD"), or nullopt when the claim was stale.
   std::optional<std::string> fail(Tx* tx, const ClaimedReceipt& receipt, const FailureRecord& failure,
                                   int max_attempts);
-  /// Returns unstarted claims without spending their attempt; returns how many.
+  /// Returns unstarted claims without spending their attempt; returns how many. Receipts
+  /// without a claim (DEAD from lease recovery) have nothing to return and are skipped.
   std::size_t hand_back(std::span<const ClaimedReceipt> receipts);
+  /// Extends the leases of receipts still claimed under their tokens to now + `lease`,
+  /// in an autocommit statement; returns how many.
+  std::size_t renew_leases(std::span<const ClaimedReceipt* const> receipts, std::chrono::milliseconds lease);
 
  private:
   std::shared_ptr<ConnectionPool> pool_;
   std::string schema_;
   std::string claim_, recover_, release_, lock_, lock_many_, complete_, complete_many_, transaction_ended_, fail_,
-      hand_back_;
+      hand_back_, renew_leases_;
 };
 
 }  // namespace boxcar::detail

@@ -92,6 +92,9 @@ std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& option
   if (options.max_attempts < 1) throw ConfigError("worker.max_attempts", "must be at least 1");
   if (options.handler_timeout <= std::chrono::milliseconds(0))
     throw ConfigError("worker.handler_timeout_ms", "must be positive");
+  // Also for batch_size > 1: a batch's deadline is handler_timeout, and the one-message
+  // transactions that re-run a failed or timed-out batch renew the leases of the waiting
+  // receipts before each, so no lease has to cover more than one transaction.
   if (options.lease < options.handler_timeout + std::chrono::seconds(1))
     throw ConfigError("worker.lease_ms",
                       "must exceed worker.handler_timeout_ms by at least 1 s, so a claim "
@@ -132,6 +135,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     std::lock_guard lock(lifecycle_);
     if (running_ || owned_.empty()) return;
     running_ = true;
+    in_flight_.resume();  // a previous stop() cancelled every later signal
     {
       std::lock_guard q(queue_mutex_);
       stopping_ = false;
@@ -304,22 +308,34 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
       if (recover)
         got = store_.recover_expired(consumer, std::min(room, options_.claim_limit), options_.lease,
                                      options_.max_attempts);
-      if (got.size() < std::min(room, options_.claim_limit)) {
-        auto fresh = store_.claim(consumer, std::min(room, options_.claim_limit) - got.size(), options_.lease);
-        for (auto& r : fresh) got.push_back(std::move(r));
+      try {
+        if (got.size() < std::min(room, options_.claim_limit)) {
+          auto fresh = store_.claim(consumer, std::min(room, options_.claim_limit) - got.size(), options_.lease);
+          for (auto& r : fresh) got.push_back(std::move(r));
+        }
+      } catch (...) {
+        // The recovered claims are committed and ours: dropped here, they would sit
+        // PROCESSING until their new lease expired, and cost another attempt.
+        enqueue(consumer, got);
+        throw;
       }
-      if (got.empty()) continue;
-      claimed += got.size();
-      stats_.claimed += got.size();
-      if (options_.metrics) options_.metrics->claimed(consumer, got.size());
-      {
-        std::lock_guard q(queue_mutex_);
-        for (auto& r : got) queue_.push_back(std::move(r));
-      }
-      queue_changed_.notify_all();
+      claimed += enqueue(consumer, got);
     }
     next_consumer_ = (next_consumer_ + 1) % owned_.size();
     return claimed;
+  }
+
+  // Puts claims of `consumer` on the local queue for the handler threads; returns how many.
+  std::size_t enqueue(const std::string& consumer, std::vector<detail::ClaimedReceipt>& got) {
+    if (got.empty()) return 0;
+    stats_.claimed += got.size();
+    if (options_.metrics) options_.metrics->claimed(consumer, got.size());
+    {
+      std::lock_guard q(queue_mutex_);
+      for (auto& r : got) queue_.push_back(std::move(r));
+    }
+    queue_changed_.notify_all();
+    return got.size();
   }
 
   void dispatch_loop() {

@@ -219,4 +219,19 @@ WHERE r.id = c.id
   AND r.status = 'PROCESSING'
 )sql";
 
+// A batch rolled back and is re-run one message per transaction: extend the leases of
+// the receipts still waiting for their turn, guarded by their claim tokens, so a lease
+// never has to cover more than one transaction (docs/worker.md, "How long a claim is
+// held"). $1: bigint[] of ids, $2: uuid[] of tokens, pairwise; $3: lease in ms.
+// ROWS FROM with qualified functions: the two-array unnest(a, b) is shorthand that
+// resolves each unnest through the search_path (docs/schema.md, "search_path").
+inline constexpr const char* kRenewLeases = R"sql(
+UPDATE {schema}.inbox_receipts AS r
+SET lease_expires_at = now() + make_interval(secs => $3::double precision / 1000)
+FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
+WHERE r.id = c.id
+  AND r.claim_token = c.token
+  AND r.status = 'PROCESSING'
+)sql";
+
 }  // namespace boxcar::worker_sql

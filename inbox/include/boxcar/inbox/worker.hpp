@@ -61,9 +61,12 @@ struct WorkerOptions {
   BatchFailureMode batch_failure_mode = BatchFailureMode::Rerun;
   /// Most receipts claimed by one claim statement.
   std::size_t claim_limit = 32;
-  /// How long a claim is owned. Must exceed handler_timeout plus commit time.
+  /// How long a claim is owned. Must exceed handler_timeout by at least 1 s, whatever the
+  /// batch size: re-running a batch renews the waiting receipts' leases (docs/worker.md,
+  /// "How long a claim is held").
   std::chrono::milliseconds lease{std::chrono::seconds(60)};
-  /// Deadline of one handler transaction (one batch when batch_size > 1). A handler still
+  /// Deadline of one handler transaction (one batch when batch_size > 1: a batch past it
+  /// is re-run one message per transaction, each with this deadline). A handler still
   /// running 1 s after it has its thread abandoned and replaced.
   std::chrono::milliseconds handler_timeout{std::chrono::seconds(30)};
   /// Attempts before a failing receipt becomes DEAD.
