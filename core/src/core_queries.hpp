@@ -25,7 +25,7 @@ SELECT EXISTS (
       AND granted
       AND pid = pg_catalog.pg_backend_pid()
       AND objsubid = 1
-      AND ((classid::bigint << 32) | objid::bigint) = )" BOXCAR_MIGRATE_LOCK_KEY R"()
+      AND ((classid::bigint << 32) | objid::bigint) = )" BOXCAR_MIGRATE_LOCK_KEY R"(
 ) AS held)";
 
 // Who holds the lock, to name in MIGRATION_LOCK_BUSY.

@@ -69,7 +69,9 @@ void MigrationLock::verify_held() const {
   } catch (const pqxx::broken_connection& e) {
     lost(schema_, std::string("the session ended: ") + e.what());
   } catch (const pqxx::sql_error& e) {
-    // 57P01 and friends: the backend was terminated under us.
+    // 57P01 and friends: the backend was terminated under us. Anything else is a bug.
+    const std::string state = e.sqlstate();
+    if (!state.starts_with("57P") && !state.starts_with("08")) throw;
     lost(schema_, std::string("the session ended: ") + e.what());
   }
   if (!held || connection_.backendpid() != backend_pid_)
