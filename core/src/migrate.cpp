@@ -36,14 +36,15 @@ struct AppliedMigration {
 std::map<int, AppliedMigration> read_applied(pqxx::transaction_base& tx, const std::string& schema) {
   std::map<int, AppliedMigration> applied;
   if (!tx.exec_params1(sql::kMigrationsTableExists, schema)[0].as<bool>()) return applied;
-  const bool has_compat = tx.exec_params1(sql::kColumnExists, schema, "schema_migrations", "compatible_with")[0].as<bool>();
+  const bool has_compat =
+      tx.exec_params1(sql::kColumnExists, schema, "schema_migrations", "compatible_with")[0].as<bool>();
   const auto rows =
       tx.exec(detail::with_schema(has_compat ? sql::kAppliedMigrations : sql::kAppliedMigrationsLegacy, schema));
   for (const auto& row : rows) {
     const int version = row["version"].as<int>();
-    applied.emplace(version, AppliedMigration{row["checksum"].as<std::string>(),
-                                              row["compatible_with"].is_null() ? version
-                                                                               : row["compatible_with"].as<int>()});
+    applied.emplace(version,
+                    AppliedMigration{row["checksum"].as<std::string>(),
+                                     row["compatible_with"].is_null() ? version : row["compatible_with"].as<int>()});
   }
   return applied;
 }
@@ -201,7 +202,8 @@ class Runner {
       tx.exec(std::string(text));
     } catch (const pqxx::sql_error& e) {
       if (is_lock_wait_failure(e) || is_session_gone(e)) throw;
-      throw MigrationError("MIGRATION_FAILED", "migration " + m.name + " failed in schema '" + schema_ + "': " + e.what());
+      throw MigrationError("MIGRATION_FAILED",
+                           "migration " + m.name + " failed in schema '" + schema_ + "': " + e.what());
     }
   }
 
@@ -290,15 +292,16 @@ SchemaCompatibility check_schema_compatibility(const std::string& connection_str
   }
   const auto newer = newer_applied(applied, result.build_version);
   if (newer.incompatible) {
-    result.detail = at + ", newer than this build (" + build + ") and not compatible with it: " +
-                    incompatible_message(schema, newer.incompatible->first, newer.incompatible->second,
-                                         result.build_version);
+    result.detail =
+        at + ", newer than this build (" + build + ") and not compatible with it: " +
+        incompatible_message(schema, newer.incompatible->first, newer.incompatible->second, result.build_version);
     return result;
   }
   result.compatible = true;
   result.detail = newer.newest == 0 ? at + ", as this build expects"
-                                    : at + ", newer than this build (" + build + "); the newer migrations are marked "
-                                           "compatible with it";
+                                    : at + ", newer than this build (" + build +
+                                          "); the newer migrations are marked "
+                                          "compatible with it";
   return result;
 }
 
@@ -334,15 +337,16 @@ MigrationReport migrate(const std::string& connection_string, const MigrateOptio
       const bool earlier_text = std::find(m.previous_checksums.begin(), m.previous_checksums.end(), row.checksum) !=
                                 m.previous_checksums.end();
       if (m.checksum != row.checksum && !earlier_text)
-        throw MigrationError("MIGRATION_CHECKSUM_MISMATCH", "migration " + m.name + " was applied to schema '" + schema +
-                                                                "' with checksum " + row.checksum +
+        throw MigrationError("MIGRATION_CHECKSUM_MISMATCH", "migration " + m.name + " was applied to schema '" +
+                                                                schema + "' with checksum " + row.checksum +
                                                                 " but the file now has " + m.checksum +
                                                                 "; applied migrations must never change");
     }
     const auto newer = newer_applied(applied, build_version);
     if (newer.incompatible)
-      throw MigrationError("MIGRATION_UNKNOWN_VERSION", incompatible_message(schema, newer.incompatible->first,
-                                                                             newer.incompatible->second, build_version));
+      throw MigrationError(
+          "MIGRATION_UNKNOWN_VERSION",
+          incompatible_message(schema, newer.incompatible->first, newer.incompatible->second, build_version));
 
     for (const auto& m : migrations) {
       if (m.version > target || applied.contains(m.version)) continue;

@@ -75,8 +75,8 @@ void MigrationLock::verify_held() const {
     lost(schema_, std::string("the session ended: ") + e.what());
   }
   if (!held || connection_.backendpid() != backend_pid_)
-    lost(schema_, "the session no longer holds it; backend " + std::to_string(connection_.backendpid()) +
-                      " is not " + std::to_string(backend_pid_));
+    lost(schema_, "the session no longer holds it; backend " + std::to_string(connection_.backendpid()) + " is not " +
+                      std::to_string(backend_pid_));
 }
 
 }  // namespace boxcar::detail

@@ -54,8 +54,8 @@ void add_schema_commands(detail::CommandTree& tree) {
   tree.add(tree.root(), "migrate", "apply the schema migrations", [](const RuntimeConfig& config) {
     const auto report = migrate(config.pool.url, {.schema = config.schema});
     for (const auto& retry : report.lock_retries)
-      std::cout << "migration " << retry.version << " hit lock_timeout (attempt " << retry.attempt << "), retried after "
-                << retry.backoff.count() << " ms: " << retry.reason << "\n";
+      std::cout << "migration " << retry.version << " hit lock_timeout (attempt " << retry.attempt
+                << "), retried after " << retry.backoff.count() << " ms: " << retry.reason << "\n";
     for (int version : report.applied) std::cout << "applied migration " << version << "\n";
     std::cout << "schema '" << config.schema << "' is at version " << report.version << "\n";
     // A schema a newer release migrated: say whether this build may run against it.

@@ -140,10 +140,8 @@ TEST_CASE("DDL that finds its table locked gives up after lock_timeout and is re
   SECTION("a bounded number of tries ends in MIGRATION_LOCK_TIMEOUT naming the holder, nothing applied") {
     const auto message = error_of<MigrationError>(
         [&] {
-          migrate(schema.url(), {.schema = schema.schema(),
-                                 .lock_timeout = 50ms,
-                                 .max_lock_attempts = 3,
-                                 .retry_backoff = 1ms});
+          migrate(schema.url(),
+                  {.schema = schema.schema(), .lock_timeout = 50ms, .max_lock_attempts = 3, .retry_backoff = 1ms});
         },
         "MIGRATION_LOCK_TIMEOUT");
     CHECK(message.find("3 tries") != std::string::npos);
@@ -153,8 +151,9 @@ TEST_CASE("DDL that finds its table locked gives up after lock_timeout and is re
 
   SECTION("the migration applies once the holder commits, and reports its retries") {
     auto running = std::async(std::launch::async, [&] {
-      return migrate(schema.url(),
-                     {.schema = schema.schema(), .lock_timeout = 200ms, .max_lock_attempts = 1000, .retry_backoff = 1ms});
+      return migrate(
+          schema.url(),
+          {.schema = schema.schema(), .lock_timeout = 200ms, .max_lock_attempts = 1000, .retry_backoff = 1ms});
     });
     // Two different statements of the runner seen waiting for a lock: it timed out and
     // tried again. Then the holder lets go.
@@ -187,8 +186,8 @@ TEST_CASE("the wait for another runner's migration lock is bounded and names the
   pqxx::nontransaction(holder).exec("SET application_name = 'lock-holder-under-test'");
   pqxx::nontransaction(holder).exec_params("SELECT pg_advisory_lock(hashtextextended('boxcar.migrate:' || $1, 0))",
                                            db.schema());
-  const auto message = error_of<MigrationError>(
-      [&] { migrate(db.url(), {.schema = db.schema(), .lock_wait = 300ms}); }, "MIGRATION_LOCK_BUSY");
+  const auto message = error_of<MigrationError>([&] { migrate(db.url(), {.schema = db.schema(), .lock_wait = 300ms}); },
+                                                "MIGRATION_LOCK_BUSY");
   CHECK(message.find("pid " + std::to_string(holder.backendpid())) != std::string::npos);
   CHECK(message.find("lock-holder-under-test") != std::string::npos);
   // Released: the next run goes through.
@@ -245,8 +244,8 @@ TEST_CASE("a schema with a newer migration marked compatible is accepted, an inc
   status = check_schema_compatibility(db.url(), {.schema = db.schema()});
   CHECK_FALSE(status.compatible);
   CHECK(status.detail.find("not compatible") != std::string::npos);
-  const auto message = error_of<MigrationError>([&] { migrate(db.url(), {.schema = db.schema()}); },
-                                                "MIGRATION_UNKNOWN_VERSION");
+  const auto message =
+      error_of<MigrationError>([&] { migrate(db.url(), {.schema = db.schema()}); }, "MIGRATION_UNKNOWN_VERSION");
   CHECK(message.find("needs a Boxcar that knows migration " + newer) != std::string::npos);
 }
 
@@ -280,9 +279,8 @@ TEST_CASE("accept keeps working while migrate builds an index concurrently on a 
               " (scope_kind, source, consumer, message_id, event_type, schema_version, payload, fingerprint) "
               "VALUES ('global', 's', 'c', 'open-writer', 'e', 1, '{}', repeat('a', 64))");
 
-  auto running = std::async(std::launch::async, [&] {
-    return migrate(schema.url(), {.schema = schema.schema(), .lock_timeout = 120s});
-  });
+  auto running = std::async(std::launch::async,
+                            [&] { return migrate(schema.url(), {.schema = schema.schema(), .lock_timeout = 120s}); });
   pqxx::connection observer(schema.url());
   const std::string in_progress =
       "SELECT count(*) FROM pg_stat_progress_create_index p JOIN pg_class c ON c.oid = p.relid "

@@ -48,14 +48,14 @@ TEST_CASE("a no-transaction concurrent index build names its index and its compa
 }
 
 TEST_CASE("malformed directives and unsafe no-transaction steps are refused naming the file") {
-  CHECK(malformed_reason("0009_a.sql", "-- boxcar:no-transactions\nSELECT 1;").find("0009_a.sql") !=
-        std::string::npos);
+  CHECK(malformed_reason("0009_a.sql", "-- boxcar:no-transactions\nSELECT 1;").find("0009_a.sql") != std::string::npos);
   CHECK(malformed_reason("0009_a.sql", "-- boxcar:compatible-with 10\nSELECT 1;").find("newer") != std::string::npos);
   CHECK(malformed_reason("0009_a.sql", "-- boxcar:compatible-with x\nSELECT 1;").find("positive") != std::string::npos);
   CHECK(malformed_reason("0009_a.sql", "-- boxcar:previous-checksum abc\nSELECT 1;").find("previous-checksum") !=
         std::string::npos);
-  CHECK(malformed_reason("0009_a.sql", "-- boxcar:no-transaction\nCREATE INDEX CONCURRENTLY IF NOT EXISTS a ON t "
-                                       "(x);\nCREATE INDEX CONCURRENTLY IF NOT EXISTS b ON t (y);")
+  CHECK(malformed_reason("0009_a.sql",
+                         "-- boxcar:no-transaction\nCREATE INDEX CONCURRENTLY IF NOT EXISTS a ON t "
+                         "(x);\nCREATE INDEX CONCURRENTLY IF NOT EXISTS b ON t (y);")
             .find("exactly one statement") != std::string::npos);
   CHECK(malformed_reason("0009_a.sql", "-- boxcar:no-transaction\nCREATE INDEX CONCURRENTLY a ON t (x);")
             .find("IF NOT EXISTS") != std::string::npos);
@@ -83,8 +83,9 @@ TEST_CASE("0003 accepts the checksum of its text from before its indexes moved t
 TEST_CASE("from 0005 on, an index on an existing table is built concurrently in its own step") {
   // An index created in a transaction holds a SHARE lock on its table, blocking every
   // writer, for the whole build. Only a table created by the same file may be indexed so.
-  static const std::regex kIndex(R"(CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:CONCURRENTLY\s+)?(?:IF\s+NOT\s+EXISTS\s+)?\w+\s+ON\s+(?:ONLY\s+)?(\w+))",
-                                 std::regex::icase);
+  static const std::regex kIndex(
+      R"(CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:CONCURRENTLY\s+)?(?:IF\s+NOT\s+EXISTS\s+)?\w+\s+ON\s+(?:ONLY\s+)?(\w+))",
+      std::regex::icase);
   static const std::regex kTable(R"(CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+))", std::regex::icase);
   for (const auto& m : embedded_migrations()) {
     if (m.version < 5 || !m.transactional) continue;
