@@ -45,11 +45,16 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
-    if (flag == "--database-url") args.database_url = value;
-    else if (flag == "--rows") args.rows = std::stol(value);
-    else if (flag == "--clients") args.clients = std::stoi(value);
-    else if (flag == "--baseline-seconds") args.baseline_seconds = std::stod(value);
-    else throw std::invalid_argument("unknown flag " + flag);
+    if (flag == "--database-url")
+      args.database_url = value;
+    else if (flag == "--rows")
+      args.rows = std::stol(value);
+    else if (flag == "--clients")
+      args.clients = std::stoi(value);
+    else if (flag == "--baseline-seconds")
+      args.baseline_seconds = std::stod(value);
+    else
+      throw std::invalid_argument("unknown flag " + flag);
   }
   if (args.database_url.empty()) throw std::invalid_argument("--database-url is required");
   return args;
@@ -69,8 +74,9 @@ int main(int argc, char** argv) {
   try {
     args = parse(argc, argv);
   } catch (const std::exception& e) {
-    std::cerr << e.what() << "\nusage: bench_migrate_online --database-url URL [--rows N] [--clients N] "
-                             "[--baseline-seconds S]\n";
+    std::cerr << e.what()
+              << "\nusage: bench_migrate_online --database-url URL [--rows N] [--clients N] "
+                 "[--baseline-seconds S]\n";
     return 2;
   }
   const std::string q = boxcar::quote_identifier(kSchema);
@@ -96,7 +102,8 @@ int main(int argc, char** argv) {
     tx.exec("CHECKPOINT");
   }
 
-  auto pool = boxcar::ConnectionPool::create({.url = args.database_url, .size = static_cast<std::size_t>(args.clients)});
+  auto pool =
+      boxcar::ConnectionPool::create({.url = args.database_url, .size = static_cast<std::size_t>(args.clients)});
   boxcar::Inbox inbox(pool, {.schema = kSchema, .consumers = {"orders.v1"}});
   std::atomic<int> phase{0};  // 0 baseline, 1 migrating, 2 idle, 3 blocking reference, 4 stop
   std::atomic<long> failures{0};
@@ -125,9 +132,12 @@ int main(int argc, char** argv) {
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
         // A call counts for a phase if it overlapped it at all.
         const int after = phase.load();
-        if (before == 3 || after == 3) local[2].push_back(ms);
-        else if (before == 1 || after == 1) local[1].push_back(ms);
-        else if (before == 0) local[0].push_back(ms);
+        if (before == 3 || after == 3)
+          local[2].push_back(ms);
+        else if (before == 1 || after == 1)
+          local[1].push_back(ms);
+        else if (before == 0)
+          local[0].push_back(ms);
       }
       std::lock_guard lock(samples_mutex);
       for (int p = 0; p < 3; ++p) samples[p].insert(samples[p].end(), local[p].begin(), local[p].end());
@@ -144,26 +154,30 @@ int main(int argc, char** argv) {
   double blocking_seconds = 0;
   {
     pqxx::connection c(args.database_url);
-    for (const char* index : {"inbox_receipts_dead", "outbox_events_dead", "inbox_receipts_completed",
-                              "outbox_events_published"})
+    for (const char* index :
+         {"inbox_receipts_dead", "outbox_events_dead", "inbox_receipts_completed", "outbox_events_published"})
       pqxx::nontransaction(c).exec("DROP INDEX " + q + "." + index);
     phase = 3;
     const auto start = Clock::now();
     pqxx::work tx(c);
-    tx.exec("CREATE INDEX inbox_receipts_dead ON " + q + ".inbox_receipts (consumer, updated_at) WHERE status = 'DEAD'");
+    tx.exec("CREATE INDEX inbox_receipts_dead ON " + q +
+            ".inbox_receipts (consumer, updated_at) WHERE status = 'DEAD'");
     tx.exec("CREATE INDEX outbox_events_dead ON " + q + ".outbox_events (updated_at) WHERE status = 'DEAD'");
-    tx.exec("CREATE INDEX inbox_receipts_completed ON " + q + ".inbox_receipts (completed_at) WHERE status = 'COMPLETED'");
-    tx.exec("CREATE INDEX outbox_events_published ON " + q + ".outbox_events (published_at) WHERE status = 'PUBLISHED'");
+    tx.exec("CREATE INDEX inbox_receipts_completed ON " + q +
+            ".inbox_receipts (completed_at) WHERE status = 'COMPLETED'");
+    tx.exec("CREATE INDEX outbox_events_published ON " + q +
+            ".outbox_events (published_at) WHERE status = 'PUBLISHED'");
     tx.commit();
     blocking_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   }
   phase = 4;
   for (auto& c : clients) c.join();
 
-  std::printf("rows %ld, clients %d, migrations applied %zu (to version %d) in %.2f s, lock retries %zu, "
-              "accept failures %ld\n",
-              args.rows, args.clients, report.applied.size(), report.version, migrate_seconds,
-              report.lock_retries.size(), failures.load());
+  std::printf(
+      "rows %ld, clients %d, migrations applied %zu (to version %d) in %.2f s, lock retries %zu, "
+      "accept failures %ld\n",
+      args.rows, args.clients, report.applied.size(), report.version, migrate_seconds, report.lock_retries.size(),
+      failures.load());
   std::printf("%-18s %8s %9s %9s %9s\n", "phase", "accepts", "p50_ms", "p99_ms", "max_ms");
   std::printf("reference: the same indexes built in one transaction, as 0003 used to: %.2f s\n", blocking_seconds);
   const char* names[3] = {"before_migration", "during_migration", "blocking_reference"};
