@@ -15,6 +15,7 @@
 #include "boxcar/core/backoff.hpp"
 #include "boxcar/core/detail/database_errors.hpp"
 #include "boxcar/core/detail/migration_file.hpp"
+#include "boxcar/core/detail/migration_session.hpp"
 #include "boxcar/core/detail/with_schema.hpp"
 #include "boxcar/core/error.hpp"
 #include "boxcar/core/logging.hpp"
@@ -233,27 +234,6 @@ class Runner {
   MigrationReport& report_;
 };
 
-// The runner's own connection. libpqxx 6.4 silently reconnects a broken connection on
-// its next use unless told not to; the new backend would hold no advisory lock and the
-// run would go on unlocked beside another runner. Inhibited here, and checked before
-// each step (MigrationLock::verify_held) in case a future libpqxx changes the default.
-std::unique_ptr<pqxx::connection> open_session(const std::string& connection_string, const MigrateOptions& options) {
-  std::unique_ptr<pqxx::connection> connection;
-  try {
-    connection = std::make_unique<pqxx::connection>(connection_string);  // eager: connected here
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    connection->inhibit_reactivation(true);  // deprecated in 6.4, still the only switch
-#pragma GCC diagnostic pop
-    pqxx::nontransaction tx(*connection);
-    tx.exec_params(sql::kSetApplicationName, "boxcar migrate");
-    tx.exec_params(sql::kSetLockTimeout, std::to_string(options.lock_timeout.count()) + "ms");
-  } catch (...) {
-    throw detail::to_database_error(std::current_exception(), "connecting to migrate", false);
-  }
-  return connection;
-}
-
 }  // namespace
 
 int latest_migration_version() {
@@ -315,7 +295,7 @@ MigrationReport migrate(const std::string& connection_string, const MigrateOptio
   if (target < 0 || target > build_version)
     throw ConfigError("migrate.target_version", "must be between 0 and " + std::to_string(build_version));
 
-  const auto connection = open_session(connection_string, options);
+  const auto connection = detail::open_migration_session(connection_string, options.lock_timeout);
   MigrationReport report;
   try {
     detail::MigrationLock lock(*connection, schema, options.lock_wait);

@@ -12,6 +12,7 @@
 
 #include <pqxx/pqxx>
 
+#include "boxcar/core/detail/migration_session.hpp"
 #include "boxcar/core/error.hpp"
 #include "boxcar/core/migrate.hpp"
 #include "boxcar/core/sql_identifier.hpp"
@@ -223,6 +224,48 @@ TEST_CASE("a migration session terminated between files fails typed instead of g
   // Nothing after the kill was applied, by this session or a silently reconnected one.
   CHECK(schema.version() == 2);
   CHECK(migrate(schema.url(), {.schema = schema.schema()}).applied == std::vector<int>{3, 4, 5, 6, 7, 8});
+}
+
+TEST_CASE("the migration session never reconnects once its backend is gone, unlike a default libpqxx connection") {
+  const std::string url = boxcar::testing::database_url();
+  pqxx::connection killer(url);
+  const auto terminate = [&](int pid) {
+    pqxx::nontransaction(killer).exec_params("SELECT pg_terminate_backend($1)", pid);
+    REQUIRE(boxcar::testing::eventually(
+        [&] {
+          return pqxx::nontransaction(killer)
+                     .exec_params1("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid)[0]
+                     .as<int>() == 0;
+        },
+        10s));
+  };
+  const auto use = [](pqxx::connection& c) {
+    return pqxx::nontransaction(c).exec1("SELECT pg_backend_pid()")[0].as<int>();
+  };
+
+  const auto first_success = [&](pqxx::connection& c) -> std::optional<int> {
+    for (int i = 0; i < 4; ++i) {
+      try {
+        return use(c);
+      } catch (const pqxx::broken_connection&) {
+      }
+    }
+    return std::nullopt;
+  };
+  // The pitfall (docs/schema.md, "Online migrations"): after its backend died, a default
+  // libpqxx 6.4 connection fails a use or two, then quietly works again on a new backend.
+  // A session-level advisory lock would be gone without a word.
+  pqxx::connection plain(url);
+  const int plain_pid = plain.backendpid();
+  terminate(plain_pid);
+  const auto reopened = first_success(plain);
+  REQUIRE(reopened.has_value());
+  CHECK(*reopened != plain_pid);
+
+  auto session = boxcar::detail::open_migration_session(url, 2s);
+  terminate(session->backendpid());
+  CHECK_FALSE(first_success(*session).has_value());
+  CHECK_FALSE(session->is_open());
 }
 
 TEST_CASE("a schema with a newer migration marked compatible is accepted, an incompatible one is refused") {
