@@ -105,8 +105,13 @@ MigrationFile parse_migration_file(std::string_view file_name, std::string_view 
 }
 
 std::vector<MigrationFile> embedded_migrations() {
-  std::vector<MigrationFile> all;
-  for (const auto& file : embedded_migration_files()) all.push_back(parse_migration_file(file.file_name, file.sql));
+  // Parsed once: readiness probes ask for the newest version on every call.
+  static const std::vector<MigrationFile> all = [] {
+    std::vector<MigrationFile> parsed;
+    for (const auto& file : embedded_migration_files())
+      parsed.push_back(parse_migration_file(file.file_name, file.sql));
+    return parsed;
+  }();
   return all;
 }
 
