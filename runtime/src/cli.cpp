@@ -53,6 +53,8 @@ void add_role_commands(detail::CommandTree& tree, const Runtime::HandlerFactory&
 void add_schema_commands(detail::CommandTree& tree) {
   tree.add(tree.root(), "migrate", "apply the schema migrations", [](const RuntimeConfig& config) {
     const auto report = migrate(config.pool.url, {.schema = config.schema});
+    if (report.lock_waited.count() > 0)
+      std::cout << "waited " << report.lock_waited.count() << " ms for another runner's migration lock\n";
     for (const auto& retry : report.lock_retries)
       std::cout << "migration " << retry.version << " hit lock_timeout (attempt " << retry.attempt
                 << "), retried after " << retry.backoff.count() << " ms: " << retry.reason << "\n";
