@@ -3,6 +3,8 @@
 // pg_stat_progress_create_index and schema_migrations, never through timings.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <chrono>
 #include <future>
@@ -367,4 +369,30 @@ TEST_CASE("accept keeps working while migrate builds an index concurrently on a 
   CHECK(valid_moved_indexes(schema.url(), schema.schema()) == 4);
   CHECK(schema.scalar("SELECT count(*) FROM " + schema.q("inbox_receipts") +
                       " WHERE message_id LIKE 'during-migration-%'") == 20);
+}
+
+TEST_CASE("boxcar migrate accepts a schema a newer build migrated compatibly and refuses an incompatible one") {
+  TestDatabase db;
+  const int build = latest_migration_version();
+  const std::string newer = std::to_string(build + 1);
+  db.query("INSERT INTO {schema}.schema_migrations (version, name, checksum, compatible_with) VALUES (" + newer +
+           ", 'newer.sql', repeat('a', 64), " + std::to_string(build) + ")");
+  const auto run = [&](std::string* output) {
+    const std::string command =
+        std::string(BOXCAR_CLI_PATH) + " --database-url '" + db.url() + "' --schema " + db.schema() + " migrate 2>&1";
+    FILE* pipe = popen(command.c_str(), "r");
+    char buffer[4096];
+    output->clear();
+    while (fgets(buffer, sizeof buffer, pipe)) *output += buffer;
+    return WEXITSTATUS(pclose(pipe));
+  };
+  std::string output;
+  CHECK(run(&output) == 0);
+  CHECK(output.find("is at version " + newer) != std::string::npos);
+  CHECK(output.find("marked compatible") != std::string::npos);
+
+  db.query("UPDATE {schema}.schema_migrations SET compatible_with = version WHERE version = " + newer);
+  CHECK(run(&output) != 0);
+  CHECK(output.find("MIGRATION_UNKNOWN_VERSION") != std::string::npos);
+  CHECK(output.find("needs a Boxcar that knows migration " + newer) != std::string::npos);
 }
