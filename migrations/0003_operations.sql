@@ -1,5 +1,11 @@
 -- Operator recovery, retention and cheap backlog metrics. See docs/schema.md and
 -- docs/operations.md.
+--
+-- boxcar:previous-checksum df049d5edddc808fd65979d0ab8f8af4445c6c22a4431fd095746efcaf6ebd47
+-- Until online upgrades, this file also built four indexes inside its transaction, holding
+-- ACCESS EXCLUSIVE on both hot tables for the whole build. They moved to 0005-0008, built
+-- CONCURRENTLY; schemas that applied the old text (the checksum above) already have them,
+-- and 0005-0008 find them there.
 
 -- Who replayed or discarded a DEAD record, when, and how often it was replayed.
 ALTER TABLE inbox_receipts
@@ -14,20 +20,3 @@ ALTER TABLE outbox_events
     ADD COLUMN last_replayed_by text,
     ADD COLUMN discarded_at timestamptz,
     ADD COLUMN discarded_by text;
-
--- DEAD records by consumer and age: `dead list` filters and the DEAD backlog gauge,
--- without touching COMPLETED rows.
-CREATE INDEX inbox_receipts_dead
-    ON inbox_receipts (consumer, updated_at)
-    WHERE status = 'DEAD';
-CREATE INDEX outbox_events_dead
-    ON outbox_events (updated_at)
-    WHERE status = 'DEAD';
-
--- Retention: `purge` deletes the oldest finished rows in bounded batches.
-CREATE INDEX inbox_receipts_completed
-    ON inbox_receipts (completed_at)
-    WHERE status = 'COMPLETED';
-CREATE INDEX outbox_events_published
-    ON outbox_events (published_at)
-    WHERE status = 'PUBLISHED';

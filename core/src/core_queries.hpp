@@ -1,12 +1,143 @@
-// The core's own SQL: the migration runner's lock and the notifier. Values are $n.
+// The core's own SQL: the migration runner and the notifier. Values are $n; `{schema}`
+// is replaced by the quoted schema name (detail::with_schema) before preparing.
 #pragma once
 
 namespace boxcar::detail::core_sql {
 
-// Different schemas migrate independently; one schema's runners queue up. $1 = schema.
-inline constexpr const char* kMigrateLock = "SELECT pg_advisory_lock(hashtextextended('boxcar.migrate:' || $1, 0))";
-inline constexpr const char* kMigrateUnlock = "SELECT pg_advisory_unlock(hashtextextended('boxcar.migrate:' || $1, 0))";
+// --- Migration lock ------------------------------------------------------------------
+// One key per schema: different schemas migrate independently, one schema's runners
+// queue up. The key is the one every earlier Boxcar used, so an old and a new runner
+// exclude each other during a rolling deploy. $1 = schema.
+#define BOXCAR_MIGRATE_LOCK_KEY "pg_catalog.hashtextextended('boxcar.migrate:' || $1, 0)"
 
+// try, not wait: the runner polls with backoff so that the wait is bounded and reported.
+inline constexpr const char* kMigrateTryLock = "SELECT pg_catalog.pg_try_advisory_lock(" BOXCAR_MIGRATE_LOCK_KEY ")";
+inline constexpr const char* kMigrateUnlock = "SELECT pg_catalog.pg_advisory_unlock(" BOXCAR_MIGRATE_LOCK_KEY ")";
+
+// Whether THIS session still holds the lock: after a reconnect (a new backend) it does
+// not. A bigint advisory key shows in pg_locks as classid (high half), objid (low half),
+// objsubid 1.
+inline constexpr const char* kMigrateLockHeld = R"(
+SELECT EXISTS (
+    SELECT 1
+    FROM pg_catalog.pg_locks
+    WHERE locktype = 'advisory'
+      AND granted
+      AND pid = pg_catalog.pg_backend_pid()
+      AND objsubid = 1
+      AND ((classid::bigint << 32) | objid::bigint) = )" BOXCAR_MIGRATE_LOCK_KEY R"(
+) AS held)";
+
+// Who holds the lock, to name in MIGRATION_LOCK_BUSY.
+inline constexpr const char* kMigrateLockHolders = R"(
+SELECT a.pid,
+       coalesce(a.application_name, '') AS application_name,
+       coalesce(host(a.client_addr), 'local') AS client,
+       coalesce(a.state, '') AS state,
+       coalesce(pg_catalog.to_char(a.backend_start, 'YYYY-MM-DD"T"HH24:MI:SSOF'), '') AS since
+FROM pg_catalog.pg_locks l
+JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory'
+  AND l.granted
+  AND l.objsubid = 1
+  AND ((l.classid::bigint << 32) | l.objid::bigint) = )" BOXCAR_MIGRATE_LOCK_KEY R"(
+ORDER BY a.pid)";
+
+#undef BOXCAR_MIGRATE_LOCK_KEY
+
+// --- Migration session ---------------------------------------------------------------
+// $1 = name shown in pg_stat_activity, so a waiting runner can name this one.
+inline constexpr const char* kSetApplicationName = "SELECT pg_catalog.set_config('application_name', $1, false)";
+// $1 = e.g. '2000ms'. Session-wide on the runner's own connection: every DDL statement
+// gives up waiting for a table lock after it, instead of queueing all traffic behind it.
+inline constexpr const char* kSetLockTimeout = "SELECT pg_catalog.set_config('lock_timeout', $1, false)";
+// $1 = quoted schema; $2 = is_local (true inside a migration's transaction, false for a
+// no-transaction step, reset afterwards with kResetSearchPath).
+inline constexpr const char* kSetSearchPath = "SELECT pg_catalog.set_config('search_path', $1, $2)";
+inline constexpr const char* kResetSearchPath = "RESET search_path";
+
+// Sessions holding a lock on a relation of schema $1, oldest transaction first: named in
+// MIGRATION_LOCK_TIMEOUT so the operator knows whom to wait for or stop.
+inline constexpr const char* kRelationLockHolders = R"(
+SELECT DISTINCT ON (a.pid)
+       a.pid,
+       c.relname,
+       l.mode,
+       coalesce(a.state, '') AS state,
+       coalesce(a.application_name, '') AS application_name
+FROM pg_catalog.pg_locks l
+JOIN pg_catalog.pg_class c ON c.oid = l.relation
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+WHERE n.nspname = $1
+  AND l.granted
+  AND a.pid <> pg_catalog.pg_backend_pid()
+ORDER BY a.pid
+LIMIT 5)";
+
+// --- schema_migrations ---------------------------------------------------------------
+inline constexpr const char* kCreateSchema = "CREATE SCHEMA IF NOT EXISTS {schema}";
+// compatible_with: the oldest binary (by its newest migration) that runs correctly with
+// this row's migration applied. NULL in rows written before it existed: the version.
+inline constexpr const char* kCreateMigrationsTable = R"(
+CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
+    version integer PRIMARY KEY,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now(),
+    compatible_with integer
+))";
+// $1 = schema, $2 = table, $3 = column.
+inline constexpr const char* kColumnExists = R"(
+SELECT EXISTS (
+    SELECT 1
+    FROM pg_catalog.pg_attribute a
+    WHERE a.attrelid = pg_catalog.to_regclass(pg_catalog.format('%I.%I', $1::text, $2::text))
+      AND a.attname = $3
+      AND NOT a.attisdropped
+) AS present)";
+// Only when missing (a schema migrated by a Boxcar before compatibility markers): ALTER
+// takes ACCESS EXCLUSIVE on schema_migrations, which every readiness probe reads.
+inline constexpr const char* kAddCompatibleWith =
+    "ALTER TABLE {schema}.schema_migrations ADD COLUMN IF NOT EXISTS compatible_with integer";
+// $1 = schema.
+inline constexpr const char* kMigrationsTableExists =
+    "SELECT pg_catalog.to_regclass(pg_catalog.format('%I.schema_migrations', $1::text)) IS NOT NULL AS present";
+inline constexpr const char* kAppliedMigrations = R"(
+SELECT version,
+       checksum,
+       compatible_with
+FROM {schema}.schema_migrations
+ORDER BY version)";
+// The same, from a table that predates compatible_with.
+inline constexpr const char* kAppliedMigrationsLegacy = R"(
+SELECT version,
+       checksum,
+       NULL::integer AS compatible_with
+FROM {schema}.schema_migrations
+ORDER BY version)";
+// $1 version, $2 file name, $3 checksum, $4 compatible_with.
+inline constexpr const char* kRecordMigration = R"(
+INSERT INTO {schema}.schema_migrations (version, name, checksum, compatible_with)
+VALUES ($1, $2, $3, $4))";
+
+// --- Concurrent index builds ---------------------------------------------------------
+// Whether index $2 of schema $1 exists but is INVALID: what a failed or cancelled
+// CREATE INDEX CONCURRENTLY leaves behind. IF NOT EXISTS would skip it silently.
+inline constexpr const char* kIndexInvalid = R"(
+SELECT EXISTS (
+    SELECT 1
+    FROM pg_catalog.pg_index i
+    JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
+    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = $1
+      AND c.relname = $2
+      AND NOT i.indisvalid
+) AS invalid)";
+// {index} is the quoted index name, from a migration file (no user input).
+inline constexpr const char* kDropIndexConcurrently = "DROP INDEX CONCURRENTLY IF EXISTS {schema}.{index}";
+
+// --- Notifier --------------------------------------------------------------------------
 // One NOTIFY per payload of $2 (a text[] literal) on channel $1, in one statement.
 // pg_catalog.unnest: an unqualified unnest(text[]) would resolve to any public.unnest(text[])
 // a role with CREATE on public planted (docs/schema.md, "search_path").

@@ -1,4 +1,5 @@
 // The core's named statements, for the test that prepares every component's SQL.
+// DDL (CREATE, ALTER, DROP, RESET) cannot be PREPAREd and is not listed.
 #include "boxcar/core/detail/named_statements.hpp"
 
 #include "core_queries.hpp"
@@ -6,8 +7,20 @@
 namespace boxcar::detail {
 
 std::vector<NamedStatement> core_statements() {
-  return {{"core.migrate_lock", core_sql::kMigrateLock},
+  return {{"core.migrate_try_lock", core_sql::kMigrateTryLock},
           {"core.migrate_unlock", core_sql::kMigrateUnlock},
+          {"core.migrate_lock_held", core_sql::kMigrateLockHeld},
+          {"core.migrate_lock_holders", core_sql::kMigrateLockHolders},
+          {"core.set_application_name", core_sql::kSetApplicationName},
+          {"core.set_lock_timeout", core_sql::kSetLockTimeout},
+          {"core.set_search_path", core_sql::kSetSearchPath},
+          {"core.relation_lock_holders", core_sql::kRelationLockHolders},
+          {"core.column_exists", core_sql::kColumnExists},
+          {"core.migrations_table_exists", core_sql::kMigrationsTableExists},
+          {"core.applied_migrations", core_sql::kAppliedMigrations},
+          {"core.applied_migrations_legacy", core_sql::kAppliedMigrationsLegacy},
+          {"core.record_migration", core_sql::kRecordMigration},
+          {"core.index_invalid", core_sql::kIndexInvalid},
           {"core.notify_many", core_sql::kNotifyMany}};
 }
 

@@ -53,14 +53,26 @@ void add_role_commands(detail::CommandTree& tree, const Runtime::HandlerFactory&
 void add_schema_commands(detail::CommandTree& tree) {
   tree.add(tree.root(), "migrate", "apply the schema migrations", [](const RuntimeConfig& config) {
     const auto report = migrate(config.pool.url, {.schema = config.schema});
+    if (report.lock_waited.count() > 0)
+      std::cout << "waited " << report.lock_waited.count() << " ms for another runner's migration lock\n";
+    for (const auto& retry : report.lock_retries)
+      std::cout << "migration " << retry.version << " hit lock_timeout (attempt " << retry.attempt
+                << "), retried after " << retry.backoff.count() << " ms: " << retry.reason << "\n";
     for (int version : report.applied) std::cout << "applied migration " << version << "\n";
     std::cout << "schema '" << config.schema << "' is at version " << report.version << "\n";
+    // A schema a newer release migrated: say whether this build may run against it.
+    if (report.version > latest_migration_version())
+      std::cout << check_schema_compatibility(config.pool.url, {.schema = config.schema}).detail << "\n";
     return 0;
   });
   CLI::App& config_command = tree.add(tree.root(), "config", "configuration commands");
   tree.add(config_command, "check", "print the effective configuration, secrets redacted",
            [](const RuntimeConfig& config) {
              for (const auto& [key, value] : describe(config)) std::cout << key << " = " << value << "\n";
+             // No database here (config check runs offline); `boxcar migrate` and /readyz
+             // compare this with the schema.
+             std::cout << "this build knows migrations up to " << latest_migration_version()
+                       << " and runs against newer schemas whose migrations are marked compatible\n";
              std::cout << "configuration is valid\n";
              return 0;
            });

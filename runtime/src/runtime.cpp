@@ -72,19 +72,19 @@ ReadinessReport Runtime::readiness() const {
   };
   // One fresh connection answers both database checks: a probe must not queue behind the
   // pool's loans, and a pooled connection that still works says nothing about new ones.
-  std::optional<int> applied;
+  // A schema newer than this build passes when its newer migrations are marked compatible
+  // with it: during a rolling deploy the old replicas stay in service.
+  std::optional<SchemaCompatibility> schema;
   std::string unreachable;
   try {
-    applied = applied_migration_version(impl_->pool->connection_string(), {.schema = impl_->config.schema});
+    schema = check_schema_compatibility(impl_->pool->connection_string(), {.schema = impl_->config.schema});
   } catch (const std::exception& e) {
     unreachable = e.what();
   }
-  check("database", applied.has_value(), "database unreachable: " + unreachable);
+  check("database", schema.has_value(), "database unreachable: " + unreachable);
   // Unknown while the database is down: not confirmed, so not passing.
-  check("migrations", applied == latest_migration_version(),
-        applied ? "migrations at version " + std::to_string(*applied) + ", this build expects " +
-                      std::to_string(latest_migration_version())
-                : "migrations not checked (database unreachable)");
+  check("migrations", schema && schema->compatible,
+        schema ? schema->detail : "migrations not checked (database unreachable)");
   if (impl_->publisher) check("kafka", impl_->publisher->kafka_connected(), "Kafka producer reaches no broker");
   return report;
 }

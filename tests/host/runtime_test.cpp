@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "boxcar/core/migrate.hpp"
 #include "boxcar/runtime/runtime.hpp"
 #include "exposition.hpp"
 #include "http_get.hpp"
@@ -143,6 +144,29 @@ TEST_CASE("readiness fails while the schema is behind this build's migrations, n
   CHECK(body["ready"] == false);
   CHECK(body["checks"] == nlohmann::json({{"database", true}, {"migrations", false}}));
   CHECK(http_get(runtime.http_port(), "/healthz").status == 200);
+}
+
+TEST_CASE("readiness passes on a schema a newer build migrated compatibly and fails when it is incompatible") {
+  // A rolling deploy: the new release migrated first; the old replicas must stay ready
+  // when the new migrations say they are compatible with them, and only then.
+  TestDatabase db;
+  MockKafka kafka;
+  const int build = latest_migration_version();
+  db.query("INSERT INTO {schema}.schema_migrations (version, name, checksum, compatible_with) VALUES (" +
+           std::to_string(build + 1) + ", 'newer.sql', repeat('a', 64), " + std::to_string(build) + ")");
+  Runtime runtime(config_for(db, kafka));
+  runtime.start(Role::Ingress);
+  std::string detail;
+  CHECK(runtime.ready(&detail));
+  CHECK(http_get(runtime.http_port(), "/readyz").status == 200);
+
+  db.query("UPDATE {schema}.schema_migrations SET compatible_with = version WHERE version = " +
+           std::to_string(build + 1));
+  CHECK_FALSE(runtime.ready(&detail));
+  CHECK(detail.find("not compatible") != std::string::npos);
+  const auto response = http_get(runtime.http_port(), "/readyz");
+  CHECK(response.status == 503);
+  CHECK(nlohmann::json::parse(response.body)["checks"]["migrations"] == false);
 }
 
 TEST_CASE("readiness fails on a schema that was never migrated") {
