@@ -356,8 +356,10 @@ TEST_CASE("a handler that outlives its lease while another worker re-claims and 
   fast.stop();
   const auto rows = s.db.query("SELECT attempt FROM {schema}.app_rows");
   REQUIRE(rows.size() == 1);
-  CHECK(rows[0][0].as<int>() == 2);
-  CHECK(s.db.scalar("SELECT attempts FROM {schema}.inbox_receipts") == 2);
+  // The slow claim expired outside a solo run: lease recovery gave its attempt back, and
+  // the suspect lane's re-run is attempt 1 again.
+  CHECK(rows[0][0].as<int>() == 1);
+  CHECK(s.db.scalar("SELECT attempts FROM {schema}.inbox_receipts") == 1);
   CHECK(slow.stats().completed == 0);
   CHECK(slow.stats().stale == 1);
   CHECK(fast.stats().completed == 1);
