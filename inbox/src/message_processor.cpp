@@ -395,7 +395,8 @@ void MessageProcessor::give_back_unstarted(std::span<const ClaimedReceipt* const
   try {
     store_.hand_back(receipts, delay);
   } catch (const std::exception& e) {
-    // Left PROCESSING: lease recovery gives the attempt back when the lease expires.
+    // Left PROCESSING: lease recovery gives the attempt back when the lease expires (a
+    // suspect whose solo start was recorded takes a strike instead: docs/worker.md).
     log_->error("could not give back {} receipts after an infrastructure failure: {}", receipts.size(), e.what());
   }
 }
