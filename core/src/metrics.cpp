@@ -77,6 +77,13 @@ struct Metrics::Impl {
                                         "Handler threads the worker abandoned (their handler ignored its "
                                         "deadline or the shutdown grace) and replaced.")
                                     .Add({});
+  Family<Counter>& infrastructure_retries =
+      counter(*registry, "boxcar_worker_infrastructure_retries_total",
+              "Claims given back without spending an attempt because the database failed before their "
+              "handler ran, by consumer and reason (pool_timeout, connection_lost, database_error, other).");
+  Family<Counter>& crash_strikes = counter(*registry, "boxcar_worker_crash_strikes_total",
+                                           "Leases that expired while their receipt ran alone in the suspect "
+                                           "lane (its worker process died or hung on it), by consumer.");
 
   // Outbox and publisher.
   Family<Counter>& emitted_total = counter(*registry, "boxcar_outbox_emitted_total",
@@ -147,6 +154,14 @@ void Metrics::claimed(const std::string& consumer, std::size_t batch) {
 }
 
 void Metrics::abandoned_handler() { impl_->abandoned_handlers.Increment(); }
+
+void Metrics::infrastructure_retry(const std::string& consumer, std::string_view reason) {
+  impl_->infrastructure_retries.Add({{"consumer", consumer}, {"reason", std::string(reason)}}).Increment();
+}
+
+void Metrics::crash_strike(const std::string& consumer) {
+  impl_->crash_strikes.Add({{"consumer", consumer}}).Increment();
+}
 
 void Metrics::emitted(const std::string& event_type, const std::string& topic) {
   impl_->emitted_total.Add({{"event_type", event_type}, {"topic", topic}}).Increment();

@@ -34,6 +34,7 @@ ClaimedReceipt ClaimedReceipt::from_row(const pqxx::row& row) {
   r.payload = nlohmann::json::parse(row["payload"].c_str());
   r.metadata = metadata_from_json(row["metadata"].as<std::string>());
   r.status = row["status"].as<std::string>();
+  r.suspect = row["suspect"].as<bool>();
   return r;
 }
 

@@ -24,8 +24,11 @@ struct ClaimedReceipt {
   int schema_version = 0;
   nlohmann::json payload;
   Metadata metadata;
-  /// DEAD when lease recovery exhausted it instead of re-claiming it.
+  /// PROCESSING for a claim; what lease recovery left (RETRYABLE, PENDING, DEAD) for a
+  /// row it released with a crash strike.
   std::string status;
+  /// Claimed by the suspect lane: it runs alone, and its solo start is recorded first.
+  bool suspect = false;
 
   /// Reads a row of a claim statement (see worker_queries.hpp).
   static ClaimedReceipt from_row(const pqxx::row& row);

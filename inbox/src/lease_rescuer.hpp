@@ -1,7 +1,8 @@
-// Lease recovery for when the worker has no room to take work: the dispatcher normally
-// re-claims expired leases into its local queue, but a full queue must not stop recovery,
-// or receipts out of attempts would never become DEAD and other workers would wait for
-// leases only this one would take back.
+// Lease recovery, the worker's rescuer: every expired claim of an owned consumer goes
+// back to the queue as a suspect (docs/worker.md, "Attempt accounting and the suspect
+// lane"). It never re-claims, so it runs however full the local queue is: receipts out of
+// attempts still become DEAD, and other workers need not wait for leases only this one
+// would take back.
 #pragma once
 
 #include <memory>
@@ -19,9 +20,10 @@ class LeaseRescuer {
  public:
   LeaseRescuer(ReceiptStore& store, const WorkerOptions& options, AtomicWorkerStats& stats);
 
-  /// Returns up to claim_limit expired leases of `consumer` to RETRYABLE (due now, for
-  /// any worker with room) or makes them DEAD when out of attempts, and records the DEAD
-  /// outcomes (stats, metrics, log). Returns how many became DEAD.
+  /// Releases up to claim_limit expired leases of `consumer` as suspects, due now for the
+  /// suspect lane of any worker: a crash strike when the claim's solo run had started
+  /// (DEAD when that was its last attempt), else without spending the attempt. Records
+  /// strikes and DEAD outcomes (stats, metrics, log). Returns how many became DEAD.
   /// @throws DatabaseError and pqxx errors from the statement (the dispatcher retries).
   std::size_t release_expired(const std::string& consumer);
 

@@ -10,6 +10,7 @@
 #include "boxcar/core/backoff.hpp"
 #include "boxcar/core/canonical_json.hpp"
 #include "boxcar/core/logging.hpp"
+#include "infrastructure_failure.hpp"
 
 namespace boxcar::detail {
 namespace {
@@ -78,8 +79,11 @@ class RunningHandlers {
 }  // namespace
 
 WorkerStats AtomicWorkerStats::snapshot() const {
-  return {claimed.load(),     completed.load(),     retried.load(),     dead.load(),         stale.load(),
-          unsupported.load(), lease_expired.load(), handed_back.load(), handler_calls.load()};
+  WorkerStats s{claimed.load(),     completed.load(),     retried.load(),     dead.load(),         stale.load(),
+                unsupported.load(), lease_expired.load(), handed_back.load(), handler_calls.load()};
+  s.crash_strikes = crash_strikes.load();
+  s.infrastructure_retries = infrastructure_retries.load();
+  return s;
 }
 
 bool HandlerEntry::supports_pair(const std::string& event_type, int schema_version) const {
@@ -303,7 +307,15 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
   const auto deadline = Clock::now() + options_.handler_timeout;
   CancellationSource source;
   std::optional<FailureRecord> failure;
+  // Until the handler is called, a failure is the database's, not an attempt.
+  bool handler_started = false;
   try {
+    // A suspect's solo start is durable before its transaction begins: only a lease that
+    // expires after it is a crash strike (docs/worker.md).
+    if (receipt.suspect && !store_.start_solo(receipt)) {
+      report_stale(receipt, "claim went stale before the handler ran");
+      return;
+    }
     Tx tx = pool_->begin();
     set_deadline(tx, deadline);
     const auto xact_id = store_.lock(tx, receipt);
@@ -311,6 +323,7 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
       report_stale(receipt, "claim went stale before the handler ran");
       return;
     }
+    handler_started = true;
     std::optional<double> age;
     try {
       {
@@ -359,10 +372,39 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
                {"attempt", std::to_string(receipt.attempt)}});
     return;
   } catch (...) {
+    if (!handler_started) {
+      const ClaimedReceipt* unstarted[] = {&receipt};
+      give_back_unstarted(unstarted, std::current_exception());
+      return;
+    }
     failure = describe_current_exception(receipt, deadline);
   }
   // The handler's transaction is gone (rolled back) before the failure is recorded.
   record_failure(receipt, std::move(*failure));
+}
+
+void MessageProcessor::give_back_unstarted(std::span<const ClaimedReceipt* const> receipts, std::exception_ptr error) {
+  const InfrastructureFailure failure = classify_infrastructure_failure(error);
+  const auto delay = backoff_delay(options_.backoff, receipts.front()->attempt);
+  stats_.infrastructure_retries += receipts.size();
+  for (const auto* r : receipts) {
+    if (options_.metrics) options_.metrics->infrastructure_retry(r->consumer, failure.reason);
+    log_event(*log_, LogLevel::Warn, "the database failed before the handler ran; the claim goes back unspent",
+              {{"outcome", "infrastructure_retry"},
+               {"consumer", r->consumer},
+               {"message_id", r->message_id},
+               {"receipt_id", std::to_string(r->id)},
+               {"reason", failure.reason},
+               {"retry_in_ms", std::to_string(delay.count())},
+               {"error", bounded_error_text(failure.message, options_.max_error_bytes)}});
+  }
+  try {
+    store_.hand_back(receipts, delay);
+  } catch (const std::exception& e) {
+    // Left PROCESSING: lease recovery gives the attempt back when the lease expires (a
+    // suspect whose solo start was recorded takes a strike instead: docs/worker.md).
+    log_->error("could not give back {} receipts after an infrastructure failure: {}", receipts.size(), e.what());
+  }
 }
 
 void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipts, DeadlineWatchdog& watchdog) {
@@ -476,6 +518,11 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
     batch_failure = describe_current_exception(*receipts.front(), deadline);
     then = Then::EndedTransaction;
   } catch (...) {
+    if (invoked == 0) {
+      // No handler ran: the database failed first (pool, BEGIN, deadline, lock).
+      give_back_unstarted(locked.empty() ? receipts : locked, std::current_exception());
+      return;
+    }
     // A batch that ran past its deadline proves nothing about any one message (each may
     // fit its deadline alone): like a failed batch in Rerun mode, it is re-run one message
     // per transaction, within the same claims, so a message is charged only for a failure

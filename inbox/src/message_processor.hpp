@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,7 @@ namespace boxcar::detail {
 
 struct AtomicWorkerStats {
   std::atomic<std::uint64_t> claimed{0}, completed{0}, retried{0}, dead{0}, stale{0}, unsupported{0}, lease_expired{0},
-      handed_back{0}, handler_calls{0};
+      handed_back{0}, handler_calls{0}, crash_strikes{0}, infrastructure_retries{0};
   WorkerStats snapshot() const;
 };
 
@@ -57,6 +58,10 @@ class MessageProcessor {
   void report_failure(const ClaimedReceipt& receipt, const FailureRecord& failure,
                       const std::optional<std::string>& status);
   void report_stale(const ClaimedReceipt& receipt, const char* what);
+  /// The database failed (`error`) before any handler of `receipts` ran: gives their
+  /// claims back without spending the attempt, due after a backoff, and counts them in
+  /// boxcar_worker_infrastructure_retries_total. Never throws.
+  void give_back_unstarted(std::span<const ClaimedReceipt* const> receipts, std::exception_ptr error);
   /// True when a handler ended `tx` (raw COMMIT/ROLLBACK/END); false when it is still
   /// the database transaction `xact_id` or cannot be asked (aborted, connection lost).
   bool ended_by_handler(Tx& tx, const std::string& xact_id) noexcept;

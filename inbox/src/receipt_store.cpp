@@ -36,7 +36,9 @@ std::string token_array(std::span<const ClaimedReceipt* const> receipts) {
 ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::string& schema)
     : pool_(std::move(pool)), schema_(schema) {
   claim_ = detail::with_schema(worker_sql::kClaim, schema);
-  recover_ = detail::with_schema(worker_sql::kRecoverExpired, schema);
+  claim_suspect_ = detail::with_schema(worker_sql::kClaimSuspect, schema);
+  suspect_due_ = detail::with_schema(worker_sql::kSuspectDue, schema);
+  start_solo_ = detail::with_schema(worker_sql::kStartSolo, schema);
   release_ = detail::with_schema(worker_sql::kReleaseExpired, schema);
   lock_ = detail::with_schema(worker_sql::kLock, schema);
   lock_many_ = detail::with_schema(worker_sql::kLockMany, schema);
@@ -54,11 +56,21 @@ std::vector<ClaimedReceipt> ReceiptStore::claim(const std::string& consumer, std
                                        static_cast<long long>(limit), static_cast<long long>(lease.count())));
 }
 
-std::vector<ClaimedReceipt> ReceiptStore::recover_expired(const std::string& consumer, std::size_t limit,
-                                                          std::chrono::milliseconds lease, int max_attempts) {
-  return read_claims(pool_->autocommit("boxcar.worker.recover." + schema_, recover_, consumer,
-                                       static_cast<long long>(limit), static_cast<long long>(lease.count()),
-                                       max_attempts));
+std::optional<ClaimedReceipt> ReceiptStore::claim_suspect(const std::string& consumer,
+                                                          std::chrono::milliseconds lease) {
+  const auto rows = pool_->autocommit("boxcar.worker.claim_suspect." + schema_, claim_suspect_, consumer,
+                                      static_cast<long long>(lease.count()));
+  if (rows.empty()) return std::nullopt;
+  return ClaimedReceipt::from_row(rows[0]);
+}
+
+bool ReceiptStore::suspect_due(const std::string& consumer) {
+  return pool_->autocommit("boxcar.worker.suspect_due." + schema_, suspect_due_, consumer)[0][0].as<bool>();
+}
+
+bool ReceiptStore::start_solo(const ClaimedReceipt& receipt) {
+  return pool_->autocommit("boxcar.worker.start_solo." + schema_, start_solo_, receipt.id, receipt.claim_token)
+             .affected_rows() == 1;
 }
 
 std::vector<ClaimedReceipt> ReceiptStore::release_expired(const std::string& consumer, std::size_t limit,
@@ -122,15 +134,23 @@ std::optional<std::string> ReceiptStore::fail(Tx* tx, const ClaimedReceipt& rece
   return rows[0][0].as<std::string>();
 }
 
+std::size_t ReceiptStore::hand_back(std::span<const ClaimedReceipt* const> receipts, std::chrono::milliseconds delay) {
+  // A receipt without a claim token has nothing to return: its "" is no uuid, and one
+  // such element would fail the whole statement.
+  std::vector<const ClaimedReceipt*> claimed;
+  for (const auto* r : receipts)
+    if (!r->claim_token.empty()) claimed.push_back(r);
+  if (claimed.empty()) return 0;
+  return pool_
+      ->autocommit("boxcar.worker.hand_back." + schema_, hand_back_, id_array(claimed), token_array(claimed),
+                   static_cast<long long>(delay.count()))
+      .affected_rows();
+}
+
 std::size_t ReceiptStore::hand_back(std::span<const ClaimedReceipt> receipts) {
   std::vector<const ClaimedReceipt*> pointers;
-  // A DEAD receipt from lease recovery has no claim token: its "" is no uuid, and one
-  // such element would fail the whole statement.
-  for (const auto& r : receipts)
-    if (!r.claim_token.empty()) pointers.push_back(&r);
-  if (pointers.empty()) return 0;
-  return pool_->autocommit("boxcar.worker.hand_back." + schema_, hand_back_, id_array(pointers), token_array(pointers))
-      .affected_rows();
+  for (const auto& r : receipts) pointers.push_back(&r);
+  return hand_back(pointers);
 }
 
 std::size_t ReceiptStore::renew_leases(std::span<const ClaimedReceipt* const> receipts,

@@ -30,15 +30,21 @@ class ReceiptStore {
  public:
   ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::string& schema);
 
-  /// Claims up to `limit` due receipts of `consumer` in an autocommit statement.
+  /// Claims up to `limit` due receipts of `consumer` in an autocommit statement; never
+  /// suspects.
   std::vector<ClaimedReceipt> claim(const std::string& consumer, std::size_t limit, std::chrono::milliseconds lease);
-  /// Re-claims expired leases of `consumer`; rows out of attempts come back DEAD.
-  std::vector<ClaimedReceipt> recover_expired(const std::string& consumer, std::size_t limit,
-                                              std::chrono::milliseconds lease, int max_attempts);
+  /// The suspect lane: claims one due suspect of `consumer`, if any. Call it only while
+  /// nothing else is queued or in flight in this process (docs/worker.md).
+  std::optional<ClaimedReceipt> claim_suspect(const std::string& consumer, std::chrono::milliseconds lease);
+  /// Whether `consumer` has a due suspect.
+  bool suspect_due(const std::string& consumer);
+  /// Records, in its own autocommit statement, that the suspect's solo run starts now;
+  /// false when the claim went stale.
+  bool start_solo(const ClaimedReceipt& receipt);
 
-  /// Lease recovery without re-claiming (the local queue is full): expired leases of
-  /// `consumer` go back to RETRYABLE, due now, or DEAD when out of attempts; returns the
-  /// DEAD ones.
+  /// Lease recovery: expired claims of `consumer` go back as suspects, due now; a claim
+  /// whose solo run had started takes a crash strike (DEAD when out of attempts), any
+  /// other gets the attempt its claim counted back. Returns the rows that took a strike.
   std::vector<ClaimedReceipt> release_expired(const std::string& consumer, std::size_t limit, int max_attempts);
   /// Terminates the session `backend_pid` if it is older than `running_for` (so it is the
   /// abandoned attempt's session, never a newer one that reused the pid). Returns whether
@@ -72,8 +78,11 @@ class ReceiptStore {
   /// Returns the new status ("RETRYABLE" or "DEAD"), or nullopt when the claim was stale.
   std::optional<std::string> fail(Tx* tx, const ClaimedReceipt& receipt, const FailureRecord& failure,
                                   int max_attempts);
-  /// Returns unstarted claims without spending their attempt; returns how many. Receipts
-  /// without a claim (DEAD from lease recovery) have nothing to return and are skipped.
+  /// Returns claims whose handler never started without spending their attempt, due
+  /// after `delay`; returns how many. Receipts without a claim token (nothing to return)
+  /// are skipped.
+  std::size_t hand_back(std::span<const ClaimedReceipt* const> receipts,
+                        std::chrono::milliseconds delay = std::chrono::milliseconds(0));
   std::size_t hand_back(std::span<const ClaimedReceipt> receipts);
   /// Extends the leases of receipts still claimed under their tokens to now + `lease`,
   /// in an autocommit statement; returns how many.
@@ -82,8 +91,8 @@ class ReceiptStore {
  private:
   std::shared_ptr<ConnectionPool> pool_;
   std::string schema_;
-  std::string claim_, recover_, release_, lock_, lock_many_, complete_, complete_many_, transaction_ended_, fail_,
-      hand_back_, renew_leases_;
+  std::string claim_, claim_suspect_, suspect_due_, start_solo_, release_, lock_, lock_many_, complete_, complete_many_,
+      transaction_ended_, fail_, hand_back_, renew_leases_;
 };
 
 }  // namespace boxcar::detail

@@ -1,5 +1,6 @@
 // The worker's threads: a dispatcher that claims (woken by NOTIFY, or polling), recovers
-// expired leases and feeds a bounded local queue; handler threads that drain it; and a
+// expired leases, runs the suspect lane (one suspect at a time, once nothing else is
+// queued or in flight) and feeds a bounded local queue; handler threads that drain it; and a
 // supervisor that abandons and replaces a handler thread whose handler ignores its
 // deadline.
 //
@@ -206,14 +207,24 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     detail::DeadlineWatchdog watchdog;
     std::size_t total = 0;
     while (true) {
+      for (const auto& consumer : owned_) rescuer_.release_expired(consumer);
+      // The suspect lane: drain() runs one message at a time, so each suspect runs alone.
+      bool ran_suspect = false;
+      for (const auto& consumer : owned_)
+        while (auto suspect = store_.claim_suspect(consumer, options_.lease)) {
+          ++total;
+          ++stats_.claimed;
+          ran_suspect = true;
+          std::vector<detail::ClaimedReceipt> alone{std::move(*suspect)};
+          processor_.process(alone, watchdog);
+        }
       std::vector<detail::ClaimedReceipt> claimed;
-      for (const auto& consumer : owned_) {
-        auto recovered = store_.recover_expired(consumer, options_.claim_limit, options_.lease, options_.max_attempts);
-        auto fresh = store_.claim(consumer, options_.claim_limit, options_.lease);
-        for (auto* part : {&recovered, &fresh})
-          for (auto& r : *part) claimed.push_back(std::move(r));
+      for (const auto& consumer : owned_)
+        for (auto& r : store_.claim(consumer, options_.claim_limit, options_.lease)) claimed.push_back(std::move(r));
+      if (claimed.empty()) {
+        if (ran_suspect) continue;  // their outcomes may have made more due
+        return total;
       }
-      if (claimed.empty()) return total;
       total += claimed.size();
       stats_.claimed += claimed.size();
       for (std::size_t i = 0; i < claimed.size(); i += options_.batch_size) {
@@ -284,10 +295,8 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
 
   // Claims for every owned consumer in turn; returns how many it claimed, and sets
   // `found_queue_full` when it stopped for want of room (then there may be more to claim
-  // as soon as a handler takes from the queue). With `recover`, expired leases are
-  // re-claimed first, or, when the queue has no room for them, released for any worker
-  // (so recovery never waits for room).
-  std::size_t claim_round(bool recover, bool& found_queue_full) {
+  // as soon as a handler takes from the queue). Never claims suspects.
+  std::size_t claim_round(bool& found_queue_full) {
     std::size_t claimed = 0;
     found_queue_full = false;
     for (std::size_t i = 0; i < owned_.size(); ++i) {
@@ -300,25 +309,9 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
       }
       if (room == 0) {
         found_queue_full = true;
-        if (!recover) break;
-        rescuer_.release_expired(consumer);
-        continue;
+        break;
       }
-      std::vector<detail::ClaimedReceipt> got;
-      if (recover)
-        got = store_.recover_expired(consumer, std::min(room, options_.claim_limit), options_.lease,
-                                     options_.max_attempts);
-      try {
-        if (got.size() < std::min(room, options_.claim_limit)) {
-          auto fresh = store_.claim(consumer, std::min(room, options_.claim_limit) - got.size(), options_.lease);
-          for (auto& r : fresh) got.push_back(std::move(r));
-        }
-      } catch (...) {
-        // The recovered claims are committed and ours: dropped here, they would sit
-        // PROCESSING until their new lease expired, and cost another attempt.
-        enqueue(consumer, got);
-        throw;
-      }
+      auto got = store_.claim(consumer, std::min(room, options_.claim_limit), options_.lease);
       claimed += enqueue(consumer, got);
     }
     next_consumer_ = (next_consumer_ + 1) % owned_.size();
@@ -338,23 +331,68 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     return got.size();
   }
 
+  // Lease recovery for every owned consumer: expired claims go back as suspects (or DEAD),
+  // whatever room the queue has. Enters the suspect lane when a suspect is due.
+  void recover() {
+    for (const auto& consumer : owned_) {
+      rescuer_.release_expired(consumer);
+      if (!suspect_lane_ && store_.suspect_due(consumer)) suspect_lane_ = true;
+    }
+  }
+
+  // Under queue_mutex_: nothing queued and no handler thread busy in this process.
+  bool idle_locked() const { return queue_.empty() && busy_threads_ == 0; }
+
+  // The suspect lane, called only while idle: claims one due suspect (round robin over the
+  // owned consumers) and queues it; nothing else is claimed until its run is over, so it
+  // runs alone. Returns false when no suspect is due.
+  bool claim_suspect() {
+    for (std::size_t i = 0; i < owned_.size(); ++i) {
+      const std::string& consumer = owned_[(next_suspect_consumer_ + i) % owned_.size()];
+      auto suspect = store_.claim_suspect(consumer, options_.lease);
+      if (!suspect) continue;
+      next_suspect_consumer_ = (next_suspect_consumer_ + i + 1) % owned_.size();
+      std::vector<detail::ClaimedReceipt> one;
+      one.push_back(std::move(*suspect));
+      enqueue(consumer, one);
+      return true;
+    }
+    return false;
+  }
+
   void dispatch_loop() {
     detail::WakeupListener wakeups(pool_->connection_string(), Inbox::notify_channel(options_.schema), log_);
     auto next_recovery = Clock::now();
     while (true) {
       {
-        // A full queue waits for room, but never past the next lease recovery.
+        // A full queue waits for room, the suspect lane for an idle process; neither waits
+        // past the next lease recovery.
         std::unique_lock q(queue_mutex_);
-        queue_changed_.wait_until(q, next_recovery, [&] { return stopping_ || queue_.size() < queue_capacity(); });
+        queue_changed_.wait_until(q, next_recovery, [&] {
+          return stopping_ || (suspect_lane_ ? idle_locked() : queue_.size() < queue_capacity());
+        });
         if (stopping_) break;
       }
       wakeups.ensure_listening();
       std::size_t claimed = 0;
       bool found_queue_full = false;
       try {
-        const bool recover = Clock::now() >= next_recovery;
-        if (recover) next_recovery = Clock::now() + options_.poll_interval;
-        claimed = claim_round(recover, found_queue_full);
+        if (Clock::now() >= next_recovery) {
+          next_recovery = Clock::now() + options_.poll_interval;
+          recover();
+        }
+        if (suspect_lane_) {
+          bool idle;
+          {
+            std::lock_guard q(queue_mutex_);
+            idle = idle_locked();
+          }
+          // Not idle yet: claim nothing, wait for the queue and handlers to empty. Idle:
+          // run the next suspect alone, or leave the lane when none is due.
+          if (!idle || claim_suspect()) continue;
+          suspect_lane_ = false;
+        }
+        claimed = claim_round(found_queue_full);
       } catch (const std::exception& e) {
         log_->error("claiming failed, retrying after {} ms: {}", options_.poll_interval.count(), e.what());
         sleep_unless_stopping(options_.poll_interval);
@@ -534,6 +572,10 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   bool supervising_ = false;
   std::size_t busy_threads_ = 0;
   std::size_t next_consumer_ = 0;
+  // Dispatcher-only: a suspect is due, so claim nothing else and run suspects one at a
+  // time once idle (docs/worker.md, "the suspect lane").
+  bool suspect_lane_ = false;
+  std::size_t next_suspect_consumer_ = 0;
   std::thread dispatcher_;
   std::thread supervisor_;
   std::vector<std::shared_ptr<Slot>> slots_;

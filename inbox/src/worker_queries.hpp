@@ -6,7 +6,8 @@
 namespace boxcar::worker_sql {
 
 // Claim due receipts of one consumer: an index scan on inbox_receipts_claimable.
-// Autocommit, so the claim is durable before any handler runs.
+// Autocommit, so the claim is durable before any handler runs. Suspects are left to the
+// suspect lane (kClaimSuspect): they run only alone.
 inline constexpr const char* kClaim = R"sql(
 WITH due AS (
     SELECT id
@@ -14,6 +15,7 @@ WITH due AS (
     WHERE consumer = $1
       AND status IN ('PENDING', 'RETRYABLE')
       AND available_at <= now()
+      AND NOT suspect
     ORDER BY available_at
     LIMIT $2
     FOR NO KEY UPDATE SKIP LOCKED
@@ -28,51 +30,80 @@ FROM due
 WHERE r.id = due.id
 RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
           r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,
-          r.metadata::text AS metadata, r.status
+          r.metadata::text AS metadata, r.status, r.suspect
 )sql";
 
-// Recover expired leases of one consumer: an index scan on inbox_receipts_leases. A row
-// whose handler transaction still holds its lock is skipped. A row that has used all its
-// attempts becomes DEAD without another handler call; the others are re-claimed.
-inline constexpr const char* kRecoverExpired = R"sql(
-WITH expired AS (
+// The suspect lane: claim one due suspect of one consumer (an index scan on
+// inbox_receipts_suspects). The worker calls it only when nothing else is queued or in
+// flight in its process, and claims nothing else until that suspect's run is over.
+inline constexpr const char* kClaimSuspect = R"sql(
+WITH due AS (
     SELECT id
     FROM {schema}.inbox_receipts
     WHERE consumer = $1
-      AND status = 'PROCESSING'
-      AND lease_expires_at < now()
-    ORDER BY lease_expires_at
-    LIMIT $2
+      AND suspect
+      AND status IN ('PENDING', 'RETRYABLE')
+      AND available_at <= now()
+    ORDER BY available_at
+    LIMIT 1
     FOR NO KEY UPDATE SKIP LOCKED
 )
 UPDATE {schema}.inbox_receipts AS r
-SET status = CASE WHEN r.attempts >= $4 THEN 'DEAD' ELSE 'PROCESSING' END,
-    claim_token = CASE WHEN r.attempts >= $4 THEN NULL ELSE gen_random_uuid() END,
-    lease_expires_at = CASE WHEN r.attempts >= $4 THEN NULL
-                            ELSE now() + make_interval(secs => $3::double precision / 1000) END,
-    attempts = CASE WHEN r.attempts >= $4 THEN r.attempts ELSE r.attempts + 1 END,
-    dead_reason = CASE WHEN r.attempts >= $4 THEN 'LEASE_EXPIRED_EXHAUSTED' END,
-    last_error_type = CASE WHEN r.attempts >= $4 THEN 'LeaseExpired' ELSE r.last_error_type END,
-    last_error = CASE WHEN r.attempts >= $4
-                      THEN 'all ' || r.attempts || ' attempts started but ' ||
-                           (r.attempts - r.finished_attempts) ||
-                           ' ended in lease expiry (the worker died or hung each time)'
-                      ELSE r.last_error END,
+SET status = 'PROCESSING',
+    claim_token = gen_random_uuid(),
+    lease_expires_at = now() + make_interval(secs => $2::double precision / 1000),
+    attempts = r.attempts + 1,
     updated_at = now()
-FROM expired
-WHERE r.id = expired.id
+FROM due
+WHERE r.id = due.id
 RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
           r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,
-          r.metadata::text AS metadata, r.status
+          r.metadata::text AS metadata, r.status, r.suspect
 )sql";
 
-// Lease recovery while the local queue has no room to re-claim into: expired leases of
-// one consumer go back to RETRYABLE, due now for whichever worker has room (its next
-// claim spends the next attempt), or become DEAD when out of attempts, exactly as
-// kRecoverExpired would have. Returns the rows that became DEAD, for their outcome.
+// Whether one consumer has a due suspect: the same index as kClaimSuspect, read at the
+// lease-recovery cadence so the worker knows to empty its hands for the suspect lane.
+inline constexpr const char* kSuspectDue = R"sql(
+SELECT EXISTS (
+    SELECT 1
+    FROM {schema}.inbox_receipts
+    WHERE consumer = $1
+      AND suspect
+      AND status IN ('PENDING', 'RETRYABLE')
+      AND available_at <= now()
+)
+)sql";
+
+// A suspect's solo run starts now: committed on its own, just before the handler
+// transaction begins, so that a lease expiring from here on is a crash strike, and one
+// expiring before (claimed, never started) is not. Guarded by the claim token.
+inline constexpr const char* kStartSolo = R"sql(
+UPDATE {schema}.inbox_receipts
+SET solo_started_at = now()
+WHERE id = $1
+  AND claim_token = $2::uuid
+  AND status = 'PROCESSING'
+  AND suspect
+)sql";
+
+// Lease recovery of one consumer: an index scan on inbox_receipts_leases. A row whose
+// handler transaction still holds its lock is skipped. Nothing is re-claimed here: every
+// expired claim goes back as a suspect, due now, for the suspect lane of any worker.
+// - A claim whose solo run had started (solo_started_at) died or hung while it was the
+//   only message in flight in its process: a crash strike. It keeps the attempt its
+//   claim counted, and becomes DEAD when that was the last one (`exhausted`, decided once
+//   in the CTE).
+// - Any other expired claim may never have started, or died with a process it shared
+//   with other messages: the attempt its claim counted is given back.
+// Returns the rows that took a strike (status DEAD when exhausted), for their outcome.
 inline constexpr const char* kReleaseExpired = R"sql(
 WITH expired AS (
-    SELECT id
+    SELECT id,
+           solo_started_at IS NOT NULL AS strike,
+           solo_started_at IS NOT NULL AND attempts >= $3::integer AS exhausted,
+           -- GREATEST: a hand-made row must not fail the recovery of the whole consumer.
+           CASE WHEN solo_started_at IS NOT NULL THEN attempts
+                ELSE GREATEST(attempts - 1, finished_attempts) END AS charged
     FROM {schema}.inbox_receipts
     WHERE consumer = $1
       AND status = 'PROCESSING'
@@ -83,25 +114,32 @@ WITH expired AS (
 ),
 released AS (
     UPDATE {schema}.inbox_receipts AS r
-    SET status = CASE WHEN r.attempts >= $3 THEN 'DEAD' ELSE 'RETRYABLE' END,
+    SET status = CASE WHEN e.exhausted THEN 'DEAD'
+                      WHEN e.charged = 0 THEN 'PENDING'
+                      ELSE 'RETRYABLE' END,
+        attempts = e.charged,
+        crash_strikes = r.crash_strikes + CASE WHEN e.strike THEN 1 ELSE 0 END,
+        suspect = true,
         claim_token = NULL,
         lease_expires_at = NULL,
-        available_at = CASE WHEN r.attempts >= $3 THEN r.available_at ELSE now() END,
-        dead_reason = CASE WHEN r.attempts >= $3 THEN 'LEASE_EXPIRED_EXHAUSTED' END,
-        last_error_type = CASE WHEN r.attempts >= $3 THEN 'LeaseExpired' ELSE r.last_error_type END,
-        last_error = CASE WHEN r.attempts >= $3
-                          THEN 'all ' || r.attempts || ' attempts started but ' ||
-                               (r.attempts - r.finished_attempts) ||
-                               ' ended in lease expiry (the worker died or hung each time)'
+        solo_started_at = NULL,
+        available_at = CASE WHEN e.exhausted THEN r.available_at ELSE now() END,
+        dead_reason = CASE WHEN e.exhausted THEN 'LEASE_EXPIRED_EXHAUSTED' END,
+        last_error_type = CASE WHEN e.strike THEN 'LeaseExpired' ELSE r.last_error_type END,
+        last_error = CASE WHEN e.strike
+                          THEN 'crash strike ' || (r.crash_strikes + 1) ||
+                               ': the worker process died or hung while running this message alone; ' ||
+                               r.attempts || ' of ' || $3::integer || ' attempts used, ' ||
+                               (r.attempts - r.finished_attempts) || ' ended in lease expiry'
                           ELSE r.last_error END,
         updated_at = now()
-    FROM expired
-    WHERE r.id = expired.id
+    FROM expired AS e
+    WHERE r.id = e.id
     RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
               r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,
-              r.metadata::text AS metadata, r.status
+              r.metadata::text AS metadata, r.status, r.suspect, e.strike
 )
-SELECT * FROM released WHERE status = 'DEAD'
+SELECT * FROM released WHERE strike
 )sql";
 
 // An abandoned handler's session: its handler ignored the deadline and may keep the
@@ -149,6 +187,7 @@ UPDATE {schema}.inbox_receipts
 SET status = 'COMPLETED',
     claim_token = NULL,
     lease_expires_at = NULL,
+    solo_started_at = NULL,
     finished_attempts = finished_attempts + 1,
     completed_at = now(),
     updated_at = now()
@@ -165,6 +204,7 @@ UPDATE {schema}.inbox_receipts AS r
 SET status = 'COMPLETED',
     claim_token = NULL,
     lease_expires_at = NULL,
+    solo_started_at = NULL,
     finished_attempts = r.finished_attempts + 1,
     completed_at = now(),
     updated_at = now()
@@ -184,7 +224,8 @@ SELECT pg_catalog.pg_current_xact_id_if_assigned() IS DISTINCT FROM $1::xid8
 )sql";
 
 // A failed attempt: RETRYABLE after a backoff, or DEAD when it was the last attempt or
-// the failure is permanent ($4 = true). Guarded by the claim token like completion.
+// the failure is permanent ($4 = true). Guarded by the claim token like completion. The
+// handler ran and ended with an outcome, so a suspect is cleared: it did not crash.
 inline constexpr const char* kFail = R"sql(
 UPDATE {schema}.inbox_receipts
 SET status = CASE WHEN $4 OR attempts >= $5 THEN 'DEAD' ELSE 'RETRYABLE' END,
@@ -194,6 +235,8 @@ SET status = CASE WHEN $4 OR attempts >= $5 THEN 'DEAD' ELSE 'RETRYABLE' END,
                        WHEN attempts >= $5 THEN 'ATTEMPTS_EXHAUSTED' END,
     claim_token = NULL,
     lease_expires_at = NULL,
+    suspect = false,
+    solo_started_at = NULL,
     finished_attempts = finished_attempts + 1,
     last_error_type = $6,
     last_error = $7,
@@ -204,14 +247,17 @@ WHERE id = $1
 RETURNING status
 )sql";
 
-// Shutdown: give back a claimed receipt whose handler never started, without spending
-// the attempt, due at once for any other worker.
+// Give back claimed receipts whose handler never started, without spending the attempt
+// their claim counted, due after $3 ms: at shutdown (0), and after an infrastructure
+// failure before the handler ran (a pool timeout, a lost connection). A suspect stays one.
 inline constexpr const char* kHandBack = R"sql(
 UPDATE {schema}.inbox_receipts AS r
 SET status = CASE WHEN r.attempts - 1 = 0 THEN 'PENDING' ELSE 'RETRYABLE' END,
     attempts = r.attempts - 1,
+    available_at = now() + make_interval(secs => $3::double precision / 1000),
     claim_token = NULL,
     lease_expires_at = NULL,
+    solo_started_at = NULL,
     updated_at = now()
 FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
 WHERE r.id = c.id

@@ -25,6 +25,9 @@ TEST_CASE("every metrics method shows up in the exposition under its documented 
   metrics.accept_to_complete("orders.v1", 1.5);
   metrics.claimed("orders.v1", 7);
   metrics.claimed("orders.v1", 1);
+  metrics.infrastructure_retry("orders.v1", "pool_timeout");
+  metrics.infrastructure_retry("orders.v1", "pool_timeout");
+  metrics.crash_strike("orders.v1");
   metrics.emitted("order.projected", "orders.projected");
   metrics.published("orders.projected", "delivered", 3);
   metrics.published("orders.projected", "failed");
@@ -63,6 +66,9 @@ TEST_CASE("every metrics method shows up in the exposition under its documented 
   CHECK(e.bucket("boxcar_inbox_claim_batch_size", {}, 5) == 1);
   CHECK(e.bucket("boxcar_inbox_claim_batch_size", {}, 10) == 2);
   CHECK(e.bucket("boxcar_inbox_claim_batch_size", {}, 1000) == 2);
+  CHECK(e.value("boxcar_worker_infrastructure_retries_total",
+                {{"consumer", "orders.v1"}, {"reason", "pool_timeout"}}) == 2);
+  CHECK(e.value("boxcar_worker_crash_strikes_total", {{"consumer", "orders.v1"}}) == 1);
 
   CHECK(e.value("boxcar_outbox_emitted_total", {{"event_type", "order.projected"}, {"topic", "orders.projected"}}) ==
         1);

@@ -149,10 +149,33 @@ TEST_CASE("claiming the next rows of a consumer is an index scan on the claimabl
   std::string plan;
   for (const auto& row : db.query("EXPLAIN SELECT id FROM {schema}.inbox_receipts "
                                   "WHERE consumer = 'c0' AND status IN ('PENDING', 'RETRYABLE') "
-                                  "AND available_at <= now() ORDER BY available_at LIMIT 32 "
+                                  "AND available_at <= now() AND NOT suspect ORDER BY available_at LIMIT 32 "
                                   "FOR NO KEY UPDATE SKIP LOCKED"))
     plan += std::string(row[0].c_str()) + "\n";
   INFO(plan);
   CHECK(plan.find("inbox_receipts_claimable") != std::string::npos);
   CHECK(plan.find("Seq Scan") == std::string::npos);
+}
+
+TEST_CASE("the suspect lane's claim and probe are index scans on the suspects index") {
+  TestDatabase db;
+  // A large backlog with a handful of suspects, as after one worker crash.
+  db.query(
+      "INSERT INTO {schema}.inbox_receipts (scope_kind, source, consumer, message_id, event_type, "
+      "schema_version, payload, fingerprint, status, completed_at, suspect) "
+      "SELECT 'global', 's', 'c' || (g % 20), 'm' || g, 'e', 1, '{}', repeat('a', 64), "
+      "CASE WHEN g % 5 = 0 THEN 'PENDING' ELSE 'COMPLETED' END, "
+      "CASE WHEN g % 5 = 0 THEN NULL ELSE now() END, g % 2000 = 0 FROM generate_series(1, 20000) g");
+  db.query("ANALYZE {schema}.inbox_receipts");
+  for (const std::string select : {"SELECT id", "SELECT 1"}) {
+    std::string plan;
+    for (const auto& row : db.query("EXPLAIN " + select +
+                                    " FROM {schema}.inbox_receipts "
+                                    "WHERE consumer = 'c0' AND suspect AND status IN ('PENDING', 'RETRYABLE') "
+                                    "AND available_at <= now() ORDER BY available_at LIMIT 1"))
+      plan += std::string(row[0].c_str()) + "\n";
+    INFO(plan);
+    CHECK(plan.find("inbox_receipts_suspects") != std::string::npos);
+    CHECK(plan.find("Seq Scan") == std::string::npos);
+  }
 }

@@ -98,20 +98,24 @@ void run_with_stuck_handler(bool keep_querying) {
   s.inbox.accept_many(normal);
   CHECK(eventually([&] { return s.count("message_id LIKE 'm-%' AND status = 'COMPLETED'") == 20; }));
   CHECK(paired);
-  // The abandoned attempt's transaction was cut; lease recovery found the receipt out of
-  // attempts (max_attempts = 1) and made it DEAD, although its handler still runs.
-  CHECK(eventually([&] { return s.status_of("stuck") == "DEAD"; }));
+  // The abandoned attempt's transaction was cut; its lease expired beside other messages,
+  // so lease recovery gave the attempt back and the suspect lane re-ran it alone. There it
+  // hung again and was abandoned again: that lease expired on a solo run, a crash strike
+  // on its last attempt (max_attempts = 1), so it is DEAD, although its handler still runs.
+  CHECK(eventually([&] { return s.status_of("stuck") == "DEAD"; }, 15s));
   CHECK(s.db.query("SELECT dead_reason FROM {schema}.inbox_receipts WHERE message_id = 'stuck'")[0][0]
             .as<std::string>() == "LEASE_EXPIRED_EXHAUSTED");
   CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE message_id = 'stuck'") == 0);
   CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE message_id LIKE 'm-%'") == 20);
 
   const auto stop_started = std::chrono::steady_clock::now();
+  CHECK(s.db.scalar("SELECT crash_strikes FROM {schema}.inbox_receipts WHERE message_id = 'stuck'") == 1);
   worker->stop();
   CHECK(std::chrono::steady_clock::now() - stop_started < 10s);  // liveness bound: grace 1 s
-  CHECK(worker->abandoned_handlers() == 1);
-  CHECK(worker->stats().abandoned_handlers == 1);
-  CHECK(metric_value(metrics->serialize(), "boxcar_worker_abandoned_handlers_total") == 1);
+  CHECK(worker->abandoned_handlers() == 2);
+  CHECK(worker->stats().abandoned_handlers == 2);
+  CHECK(metric_value(metrics->serialize(), "boxcar_worker_abandoned_handlers_total") == 2);
+  CHECK(metric_value(metrics->serialize(), "boxcar_worker_crash_strikes_total", {{"consumer", kConsumer}}) == 1);
 
   // The abandoned thread still runs and still holds what it may touch after returning.
   worker.reset();
@@ -163,25 +167,29 @@ TEST_CASE("lease recovery runs while the local queue is full") {
   // One in the handler, two in the full local queue, one left PENDING.
   REQUIRE(eventually([&] { return running.load() == 1 && s.count("status = 'PROCESSING'") == 3; }));
 
-  // Two receipts whose worker died: one out of attempts, one with attempts left.
+  // Two receipts whose worker died: one whose solo run had started on its last attempt,
+  // one claimed beside other messages.
   s.inbox.accept(message(kConsumer, "x-exhausted"));
   s.inbox.accept(message(kConsumer, "x-retry"));
   s.db.query(
       "UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', claim_token = gen_random_uuid(), "
       "lease_expires_at = now() - interval '1 second', "
-      "attempts = CASE message_id WHEN 'x-exhausted' THEN 5 ELSE 1 END "
+      "attempts = CASE message_id WHEN 'x-exhausted' THEN 5 ELSE 1 END, "
+      "suspect = message_id = 'x-exhausted', "
+      "solo_started_at = CASE message_id WHEN 'x-exhausted' THEN now() END "
       "WHERE message_id IN ('x-exhausted', 'x-retry')");
   CHECK(eventually([&] { return s.status_of("x-exhausted") == "DEAD"; }, 10s));
   CHECK(s.db.query("SELECT dead_reason FROM {schema}.inbox_receipts WHERE message_id = 'x-exhausted'")[0][0]
             .as<std::string>() == "LEASE_EXPIRED_EXHAUSTED");
-  // Released for whichever worker has room; this one has none yet.
-  CHECK(eventually([&] { return s.status_of("x-retry") == "RETRYABLE"; }, 10s));
-  CHECK(s.db.scalar("SELECT attempts FROM {schema}.inbox_receipts WHERE message_id = 'x-retry'") == 1);
+  // Released as a suspect, its attempt given back, for whichever worker is idle; this one
+  // is not yet.
+  CHECK(eventually([&] { return s.status_of("x-retry") == "PENDING"; }, 10s));
+  CHECK(s.db.scalar("SELECT attempts FROM {schema}.inbox_receipts WHERE message_id = 'x-retry' AND suspect") == 0);
   CHECK(running.load() == 1);
   CHECK(worker.stats().lease_expired == 1);
 
   release = true;
   CHECK(eventually([&] { return s.count("status = 'COMPLETED'") == 5; }));
-  CHECK(s.db.scalar("SELECT attempts FROM {schema}.inbox_receipts WHERE message_id = 'x-retry'") == 2);
+  CHECK(s.db.scalar("SELECT attempts FROM {schema}.inbox_receipts WHERE message_id = 'x-retry'") == 1);
   worker.stop();
 }

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -355,8 +356,10 @@ TEST_CASE("a handler that outlives its lease while another worker re-claims and 
   fast.stop();
   const auto rows = s.db.query("SELECT attempt FROM {schema}.app_rows");
   REQUIRE(rows.size() == 1);
-  CHECK(rows[0][0].as<int>() == 2);
-  CHECK(s.db.scalar("SELECT attempts FROM {schema}.inbox_receipts") == 2);
+  // The slow claim expired outside a solo run: lease recovery gave its attempt back, and
+  // the suspect lane's re-run is attempt 1 again.
+  CHECK(rows[0][0].as<int>() == 1);
+  CHECK(s.db.scalar("SELECT attempts FROM {schema}.inbox_receipts") == 1);
   CHECK(slow.stats().completed == 0);
   CHECK(slow.stats().stale == 1);
   CHECK(fast.stats().completed == 1);
@@ -432,26 +435,46 @@ TEST_CASE("a cooperative handler sees its signal fire at the deadline") {
   CHECK(s.status_of("m-1") == "DEAD");
 }
 
-TEST_CASE("an expired lease on a receipt with attempts left is re-claimed and processed") {
+TEST_CASE("an expired lease outside a solo run is given back without spending the attempt and re-run as a suspect") {
   Setup s;
   const auto id = s.inbox.accept(message(kOrders, "m-1")).id;
-  // A worker claimed it and died: PROCESSING with a lease in the past.
+  // A worker claimed it and died: PROCESSING with a lease in the past. Out of attempts,
+  // too: the claim is not charged, so it still runs.
   s.db.query(
-      "UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', attempts = 1, "
+      "UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', attempts = 5, "
+      "claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id = " +
+      std::to_string(id));
+  Worker worker(s.pool, s.options(), {s.writer()});  // max_attempts = 5
+  worker.drain();
+  CHECK(s.status_of("m-1") == "COMPLETED");
+  const auto row = s.db.query("SELECT attempts, suspect, crash_strikes FROM {schema}.inbox_receipts")[0];
+  CHECK(row[0].as<int>() == 5);  // 5 - 1 given back, + 1 for the suspect lane's claim
+  CHECK(row[1].as<bool>());
+  CHECK(row[2].as<int>() == 0);
+  CHECK(s.app_rows("m-1") == 1);
+  CHECK(worker.stats().crash_strikes == 0);
+}
+
+TEST_CASE("a suspect claimed alone but never started is given back without a crash strike") {
+  Setup s;
+  const auto id = s.inbox.accept(message(kOrders, "m-1")).id;
+  s.db.query(
+      "UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', attempts = 5, suspect = true, "
       "claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id = " +
       std::to_string(id));
   Worker worker(s.pool, s.options(), {s.writer()});
   worker.drain();
   CHECK(s.status_of("m-1") == "COMPLETED");
-  CHECK(s.db.scalar("SELECT attempts FROM {schema}.inbox_receipts") == 2);
-  CHECK(s.app_rows("m-1") == 1);
+  CHECK(s.db.scalar("SELECT crash_strikes FROM {schema}.inbox_receipts") == 0);
 }
 
-TEST_CASE("an expired lease on a receipt out of attempts makes it DEAD without calling the handler") {
+TEST_CASE("an expired lease on a solo run out of attempts is a crash strike that makes it DEAD without a call") {
   Setup s;
   const auto id = s.inbox.accept(message(kOrders, "m-1")).id;
+  // The suspect lane had started it alone (solo_started_at) when its process died.
   s.db.query(
       "UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', attempts = 5, finished_attempts = 2, "
+      "suspect = true, solo_started_at = now() - interval '3 seconds', crash_strikes = 2, "
       "claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id = " +
       std::to_string(id));
   std::atomic<int> calls{0};
@@ -467,10 +490,65 @@ TEST_CASE("an expired lease on a receipt out of attempts makes it DEAD without c
   CHECK(row[0].as<std::string>() == "DEAD");
   CHECK(row[1].as<std::string>() == "LEASE_EXPIRED_EXHAUSTED");
   CHECK(row[2].as<std::string>() == "LeaseExpired");
-  CHECK(row[3].as<std::string>().find("3 ended in lease expiry") != std::string::npos);
+  CHECK(row[3].as<std::string>().find("crash strike 3:") == 0);
+  CHECK(row[3].as<std::string>().find("5 of 5 attempts used, 3 ended in lease expiry") != std::string::npos);
   CHECK(row[4].as<int>() == 5);
   CHECK(row[5].as<int>() == 2);
+  CHECK(s.db.scalar("SELECT crash_strikes FROM {schema}.inbox_receipts") == 3);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE solo_started_at IS NULL") == 1);
   CHECK(worker.stats().lease_expired == 1);
+  CHECK(worker.stats().crash_strikes == 1);
+}
+
+TEST_CASE("a suspect runs alone: no other message is in flight in its worker while its handler runs") {
+  Setup s;
+  // A claim of a worker that died, expiring while this worker is busy with other messages.
+  const auto id = s.inbox.accept(message(kOrders, "suspect")).id;
+  s.db.query(
+      "UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', attempts = 1, "
+      "claim_token = gen_random_uuid(), lease_expires_at = now() + interval '400 milliseconds' WHERE id = " +
+      std::to_string(id));
+  std::vector<AcceptRequest> normal;
+  for (int i = 0; i < 120; ++i) normal.push_back(message(kOrders, "m-" + std::to_string(i)));
+  s.inbox.accept_many(normal);
+
+  std::atomic<int> in_flight{0}, most_beside_suspect{0}, completed_after_suspect{0};
+  std::atomic<bool> suspect_done{false};
+  auto options = s.options();
+  options.concurrency = 4;
+  Worker worker(s.pool, options,
+                {{.consumer = kOrders,
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&, table = s.app_table](const nlohmann::json&, HandlerContext& c) {
+                    ++in_flight;
+                    insert_app_row(table, c);
+                    if (c.message_id == "suspect") {
+                      for (int i = 0; i < 40; ++i) {
+                        most_beside_suspect = std::max(most_beside_suspect.load(), in_flight.load() - 1);
+                        std::this_thread::sleep_for(5ms);
+                      }
+                      suspect_done = true;
+                    } else {
+                      std::this_thread::sleep_for(20ms);
+                      if (suspect_done) ++completed_after_suspect;
+                    }
+                    --in_flight;
+                  })}});
+  worker.start();
+  CHECK(eventually(
+      [&] {
+        return s.db.scalar(
+                   "SELECT count(*) FROM {schema}.inbox_receipts WHERE status = "
+                   "'COMPLETED'") == 121;
+      },
+      30s));
+  worker.stop();
+  CHECK(most_beside_suspect == 0);
+  // It was released while normal messages were in flight, and they resumed after it.
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE suspect") == 1);
+  CHECK(completed_after_suspect > 0);
+  CHECK(s.db.scalar("SELECT attempts FROM {schema}.inbox_receipts WHERE message_id = 'suspect'") == 1);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows") == 121);
 }
 
 TEST_CASE("lease recovery stays inside worker.consumers: expired claims of other consumers are left to their owner") {
@@ -479,14 +557,16 @@ TEST_CASE("lease recovery stays inside worker.consumers: expired claims of other
   const auto audit_retry = s.inbox.accept(message(kAudit, "a-1")).id;
   const auto audit_exhausted = s.inbox.accept(message(kAudit, "a-2")).id;
   // Workers that died holding claims: PROCESSING with leases in the past.
-  const auto expire = [&](std::int64_t id, int attempts) {
+  // `solo`: its solo run had started, so recovering the claim is a crash strike.
+  const auto expire = [&](std::int64_t id, int attempts, bool solo) {
     s.db.query("UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', attempts = " + std::to_string(attempts) +
+               (solo ? ", suspect = true, solo_started_at = now()" : "") +
                ", claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id = " +
                std::to_string(id));
   };
-  expire(orders, 1);
-  expire(audit_retry, 1);
-  expire(audit_exhausted, 5);  // max_attempts = 5: recovering it would make it DEAD
+  expire(orders, 1, false);
+  expire(audit_retry, 1, false);
+  expire(audit_exhausted, 5, true);  // max_attempts = 5: recovering it would make it DEAD
   const auto audit_claims = [&] {
     return s.db.query(
         "SELECT message_id, status, attempts, claim_token::text, lease_expires_at::text "

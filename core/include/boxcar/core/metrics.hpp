@@ -35,6 +35,13 @@ class Metrics {
   /// boxcar_worker_abandoned_handlers_total: handler threads given up on (a handler past
   /// its deadline, or past the shutdown grace) and replaced.
   void abandoned_handler();
+  /// boxcar_worker_infrastructure_retries_total{consumer,reason}: claims given back without
+  /// spending an attempt because the database failed before their handler ran; reason is
+  /// pool_timeout|connection_lost|database_error|other.
+  void infrastructure_retry(const std::string& consumer, std::string_view reason);
+  /// boxcar_worker_crash_strikes_total{consumer}: leases that expired while their receipt
+  /// ran alone in the suspect lane (the worker process died or hung on it).
+  void crash_strike(const std::string& consumer);
 
   // Outbox and publisher.
   /// boxcar_outbox_emitted_total{event_type,topic}.

@@ -99,6 +99,12 @@ struct WorkerStats {
   /// Handler threads given up on: their handler ignored its deadline (or the shutdown
   /// grace) and kept running; each was replaced (see Worker::abandoned_handlers()).
   std::uint64_t abandoned_handlers = 0;
+  /// Leases that expired while their receipt ran alone in the suspect lane (each spent
+  /// that attempt; docs/worker.md).
+  std::uint64_t crash_strikes = 0;
+  /// Claims given back without spending an attempt because the database failed before
+  /// their handler ran (pool timeout, lost connection).
+  std::uint64_t infrastructure_retries = 0;
 };
 
 class Worker {
