@@ -4,6 +4,7 @@
 #include "boxcar/core/migrate.hpp"
 
 #include <charconv>
+#include <memory>
 #include <map>
 
 #include "boxcar/migrations/detail/embedded.hpp"
@@ -73,9 +74,19 @@ int latest_migration_version() {
 }
 
 int applied_migration_version(const std::string& connection_string, const MigrateOptions& options) {
+  validate_schema_name(options.schema);
+  std::unique_ptr<pqxx::connection> connection;
+  try {
+    connection = std::make_unique<pqxx::connection>(connection_string);
+  } catch (...) {
+    throw detail::to_database_error(std::current_exception(), "reading the applied migration version", false);
+  }
+  return applied_migration_version(*connection, options);
+}
+
+int applied_migration_version(pqxx::connection& connection, const MigrateOptions& options) {
   const std::string schema = validate_schema_name(options.schema);
   try {
-    pqxx::connection connection(connection_string);
     const auto applied = applied_checksums(connection, schema);
     return applied.empty() ? 0 : applied.rbegin()->first;
   } catch (...) {

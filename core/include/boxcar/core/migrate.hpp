@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <pqxx/connection>
+
 namespace boxcar {
 
 struct MigrateOptions {
@@ -38,5 +40,10 @@ int latest_migration_version();
 /// Highest version applied to `options.schema`, 0 when none (or no schema).
 /// @throws DatabaseError, ConfigError
 int applied_migration_version(const std::string& connection_string, const MigrateOptions& options = {});
+
+/// The same on a connection the caller keeps open: a readiness check asks it on every
+/// refresh through one session instead of opening one each time.
+/// @throws DatabaseError (the connection may then be broken: reopen it), ConfigError
+int applied_migration_version(pqxx::connection& connection, const MigrateOptions& options = {});
 
 }  // namespace boxcar
