@@ -18,7 +18,7 @@ std::chrono::milliseconds as_millis(std::chrono::steady_clock::duration duration
 }  // namespace
 
 ReadinessMonitor::ReadinessMonitor(ProbeOptions options, Check check)
-    : options_(std::move(options)), check_(std::move(check)) {
+    : options_(std::move(options)), check_(std::move(check)), started_at_(Clock::now()) {
   if (options_.readiness_max_age <= options_.readiness_interval)
     throw ConfigError("probes.readiness_max_age_ms",
                       "must exceed probes.readiness_interval_ms (" +

@@ -209,8 +209,8 @@ TEST_CASE(
   config.pool.url = proxy.route(db.url());
   // A delivery timeout far longer than the test: the batch stays in flight throughout, and
   // the publishing thread holds the producer's mutex while it awaits the reports.
-  config.publisher.delivery_timeout = 60s;
-  config.publisher.lease = 90s;
+  config.publisher.delivery_timeout = 15s;
+  config.publisher.lease = 25s;
   Runtime runtime(config);
   runtime.start(Role::Publisher);
   const int port = runtime.http_port();
