@@ -249,13 +249,16 @@ TEST_CASE(
   const auto session_before = readiness_session();
 
   using Clock = std::chrono::steady_clock;
-  std::atomic<int> go{0};
+  std::atomic<bool> go{false};
+  std::atomic<int> sending{0};
+  std::atomic<int> answered{0};
   std::vector<int> statuses(20, 0);
   std::vector<std::string> bodies(20);
   std::vector<std::thread> probes;
   for (int i = 0; i < 20; ++i)
     probes.emplace_back([&, i] {
-      while (go == 0) std::this_thread::yield();
+      while (!go) std::this_thread::yield();
+      ++sending;
       try {
         const auto response = http_get(port, "/readyz");
         statuses[i] = response.status;
@@ -263,21 +266,41 @@ TEST_CASE(
       } catch (const std::exception& e) {
         bodies[i] = e.what();
       }
+      ++answered;
     });
-  go = 1;
-  const auto health_start = Clock::now();
-  const auto health = http_get(port, "/healthz");
-  const auto health_latency = Clock::now() - health_start;
+  const auto burst_start = Clock::now();
+  go = true;
+  while (sending < 20) std::this_thread::yield();
+  // /healthz after every /readyz is on its way, and again for as long as any is unanswered.
+  int health_calls = 0;
+  int health_failures = 0;
+  std::string health_error;
+  Clock::duration slowest_health{0};
+  do {
+    const auto start = Clock::now();
+    try {
+      const auto health = http_get(port, "/healthz");
+      if (health.status != 200 || health.body != "ok\n") {
+        ++health_failures;
+        health_error = health.body;
+      }
+    } catch (const std::exception& e) {
+      ++health_failures;
+      health_error = e.what();
+    }
+    slowest_health = std::max(slowest_health, Clock::now() - start);
+    ++health_calls;
+  } while (answered < 20);
   for (auto& t : probes) t.join();
-  const auto all_done = Clock::now() - health_start;
+  const auto burst = Clock::now() - burst_start;
 
   const auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
   // The measured figures go to the report; only the liveness bound below decides.
-  WARN("/healthz answered in " << ms(health_latency) << " ms while 20 /readyz were sent; all 20 /readyz done after "
-                               << ms(all_done) << " ms");
-  CHECK(health.status == 200);
-  CHECK(health.body == "ok\n");
-  CHECK(health_latency < 1s);
+  WARN("/healthz: " << health_calls << " call(s) while 20 concurrent /readyz were in flight, slowest "
+                    << ms(slowest_health) << " ms; the 20 /readyz all answered within " << ms(burst) << " ms");
+  INFO("last /healthz failure: " << health_error);
+  CHECK(health_failures == 0);
+  CHECK(slowest_health < 1s);
   for (int i = 0; i < 20; ++i) {
     INFO("probe " << i << ": " << bodies[i]);
     CHECK(statuses[i] == 503);
