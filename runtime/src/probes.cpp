@@ -20,9 +20,9 @@ std::chrono::milliseconds as_millis(std::chrono::steady_clock::duration duration
 ReadinessMonitor::ReadinessMonitor(ProbeOptions options, Check check)
     : options_(std::move(options)), check_(std::move(check)), started_at_(Clock::now()) {
   if (options_.readiness_max_age <= options_.readiness_interval)
-    throw ConfigError("probes.readiness_max_age_ms",
-                      "must exceed probes.readiness_interval_ms (" +
-                          std::to_string(options_.readiness_interval.count()) + " ms), or every verdict would go stale");
+    throw ConfigError("probes.readiness_max_age_ms", "must exceed probes.readiness_interval_ms (" +
+                                                         std::to_string(options_.readiness_interval.count()) +
+                                                         " ms), or every verdict would go stale");
 }
 
 ReadinessMonitor::~ReadinessMonitor() { stop(); }
@@ -89,8 +89,8 @@ ReadinessReport ReadinessMonitor::report() const {
     report.ready = false;
     report.stale = true;
     report.detail = "readiness verdict is " + std::to_string(report.age.count()) +
-                    " ms old, over probes.readiness_max_age_ms (" +
-                    std::to_string(options_.readiness_max_age.count()) + " ms): the readiness check is stuck" +
+                    " ms old, over probes.readiness_max_age_ms (" + std::to_string(options_.readiness_max_age.count()) +
+                    " ms): the readiness check is stuck" +
                     (report.detail.empty() ? "" : "; last verdict: " + report.detail);
   }
   return report;

@@ -109,9 +109,11 @@ TEST_CASE("/healthz answers from the liveness callback alone: 503 naming the sta
   CHECK(readiness_calls == 0);
   // A stale verdict is reported as such.
   HttpServer stale_server({.listen = "127.0.0.1:0"}, nullptr, [] {
-    return ReadinessReport{
-        .ready = false, .checks = {{"database", true}}, .detail = "stuck", .age = std::chrono::milliseconds(45000),
-        .stale = true};
+    return ReadinessReport{.ready = false,
+                           .checks = {{"database", true}},
+                           .detail = "stuck",
+                           .age = std::chrono::milliseconds(45000),
+                           .stale = true};
   });
   const auto stale = nlohmann::json::parse(http_request(stale_server.port(), "GET", "/readyz").body);
   CHECK(stale["age_ms"] == 45000);

@@ -220,12 +220,11 @@ TEST_CASE(
   {
     Tx tx = runtime.pool()->begin();
     for (int i = 0; i < 5; ++i)
-      runtime.outbox().emit(tx,
-                            OutboxMessage{.event_type = "order.projected",
-                                          .schema_version = 1,
-                                          .topic = "orders.projected",
-                                          .payload = {{"n", i}}},
-                            {.scope = Scope::global()});
+      runtime.outbox().emit(
+          tx,
+          OutboxMessage{
+              .event_type = "order.projected", .schema_version = 1, .topic = "orders.projected", .payload = {{"n", i}}},
+          {.scope = Scope::global()});
     tx.commit();
   }
   const auto in_flight = [&] {
