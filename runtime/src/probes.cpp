@@ -43,7 +43,6 @@ void ReadinessMonitor::stop() {
   }
   wake_.notify_all();
   thread_.join();  // a check in progress returns first: its own timeouts bound it
-  thread_ = std::thread();
 }
 
 ReadinessReport ReadinessMonitor::run_check() noexcept {
@@ -64,12 +63,16 @@ void ReadinessMonitor::loop() {
     ReadinessReport verdict = run_check();  // may block: probes meanwhile read the previous verdict
     lock.lock();
     heartbeat_.beat();
-    if (verdict_ && verdict_->ready != verdict.ready)
-      logger("runtime")->info("readiness: {}{}", verdict.ready ? "ready" : "not ready: ", verdict.detail);
-    else if (!verdict_ && !verdict.ready)
-      logger("runtime")->info("readiness: not ready: {}", verdict.detail);
+    // Log a change of verdict (and a first verdict that is not ready), outside the lock.
+    const bool changed = verdict_ ? verdict_->ready != verdict.ready : !verdict.ready;
+    const std::string line = verdict.ready ? "readiness: ready" : "readiness: not ready: " + verdict.detail;
     verdict_ = std::move(verdict);
     checked_at_ = Clock::now();
+    if (changed) {
+      lock.unlock();
+      logger("runtime")->info("{}", line);
+      lock.lock();
+    }
     wake_.wait_for(lock, options_.readiness_interval, [this] { return stopping_; });
   }
 }
