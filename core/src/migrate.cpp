@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -50,10 +51,18 @@ std::map<int, AppliedMigration> read_applied(pqxx::transaction_base& tx, const s
   return applied;
 }
 
-std::map<int, AppliedMigration> read_applied(const std::string& connection_string, const std::string& schema) {
-  pqxx::connection connection(connection_string);
+std::map<int, AppliedMigration> read_applied(pqxx::connection& connection, const std::string& schema) {
   pqxx::read_transaction tx(connection);
   return read_applied(tx, schema);
+}
+
+// A connection of its own for one read, turned into DatabaseError when it cannot open.
+std::unique_ptr<pqxx::connection> open_for(const std::string& connection_string, std::string_view doing) {
+  try {
+    return std::make_unique<pqxx::connection>(connection_string);
+  } catch (...) {
+    throw detail::to_database_error(std::current_exception(), doing, false);
+  }
 }
 
 // Applied versions this build does not embed, newest first, whose migration needs a
@@ -242,9 +251,14 @@ int latest_migration_version() {
 }
 
 int applied_migration_version(const std::string& connection_string, const MigrateOptions& options) {
+  validate_schema_name(options.schema);
+  return applied_migration_version(*open_for(connection_string, "reading the applied migration version"), options);
+}
+
+int applied_migration_version(pqxx::connection& connection, const MigrateOptions& options) {
   const std::string schema = validate_schema_name(options.schema);
   try {
-    const auto applied = read_applied(connection_string, schema);
+    const auto applied = read_applied(connection, schema);
     return applied.empty() ? 0 : applied.rbegin()->first;
   } catch (...) {
     throw detail::to_database_error(std::current_exception(), "reading the applied migration version", false);
@@ -252,10 +266,15 @@ int applied_migration_version(const std::string& connection_string, const Migrat
 }
 
 SchemaCompatibility check_schema_compatibility(const std::string& connection_string, const MigrateOptions& options) {
+  validate_schema_name(options.schema);
+  return check_schema_compatibility(*open_for(connection_string, "reading the applied migrations"), options);
+}
+
+SchemaCompatibility check_schema_compatibility(pqxx::connection& connection, const MigrateOptions& options) {
   const std::string schema = validate_schema_name(options.schema);
   std::map<int, AppliedMigration> applied;
   try {
-    applied = read_applied(connection_string, schema);
+    applied = read_applied(connection, schema);
   } catch (...) {
     throw detail::to_database_error(std::current_exception(), "reading the applied migrations", false);
   }

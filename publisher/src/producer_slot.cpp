@@ -23,8 +23,15 @@ ProducerSlot::Awaited ProducerSlot::await(std::uint32_t batch, std::chrono::mill
   Awaited awaited{producer_->await(batch, wait), std::nullopt};
   if (replace_if_fatal && producer_->fatal()) {
     awaited.replaced_after = producer_->fatal_reason();
-    producer_.reset();  // the old handle is destroyed before the new one connects
-    producer_ = std::make_shared<KafkaProducer>(properties_, delivery_timeout_);
+    std::shared_ptr<KafkaProducer> old;
+    {
+      std::lock_guard current(current_mutex_);
+      old.swap(producer_);
+    }
+    old.reset();  // the old handle is destroyed before the new one connects (unless a probe still holds it)
+    auto fresh = std::make_shared<KafkaProducer>(properties_, delivery_timeout_);
+    std::lock_guard current(current_mutex_);
+    producer_ = std::move(fresh);
   }
   return awaited;
 }
@@ -35,7 +42,7 @@ bool ProducerSlot::fatal() {
 }
 
 std::shared_ptr<KafkaProducer> ProducerSlot::current() {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(current_mutex_);  // not mutex_: an await holds that for seconds
   return producer_;
 }
 

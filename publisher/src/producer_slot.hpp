@@ -1,7 +1,9 @@
 // The publisher's current KafkaProducer and its replacement after a fatal idempotence
 // error (librdkafka 2.0.2 cannot recover one: docs/publisher.md). The publishing thread
-// produces and awaits through it; readiness probes and fault drills reach the same
-// producer from other threads, so every use holds one mutex.
+// produces and awaits through it, and fault drills reach the same producer from other
+// threads, so every use holds one mutex. That mutex is held for a whole await (up to the
+// delivery timeout): the readiness check only reads which producer is current, under a
+// second mutex that nothing holds for longer than a pointer copy.
 #pragma once
 
 #include <chrono>
@@ -39,15 +41,16 @@ class ProducerSlot {
 
   bool fatal();
   /// The current producer, kept alive by the copy while a slow call (metadata) runs
-  /// outside the lock.
+  /// outside the lock. Never waits for a produce or an await in progress.
   std::shared_ptr<KafkaProducer> current();
   void raise_fatal_error(const std::string& reason);
 
  private:
   const std::map<std::string, std::string> properties_;
   const std::chrono::milliseconds delivery_timeout_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // serialises every call on the producer
   std::shared_ptr<KafkaProducer> producer_;
+  std::mutex current_mutex_;  // guards only replacing producer_ and copying it in current()
 };
 
 }  // namespace boxcar::detail

@@ -73,13 +73,16 @@ class Publisher::Impl {
   PublisherStats stats() const { return counters_.snapshot(); }
 
   bool kafka_connected() {
-    // The metadata request may take seconds: ask outside the lock, so a readiness probe
-    // never stalls the publishing thread; the copy keeps a producer replaced meanwhile alive.
+    // The metadata request may take seconds: ask outside the lock, so a readiness check
+    // never stalls the publishing thread; the copy keeps a producer replaced meanwhile
+    // alive. current() does not wait for an await in progress (producer_slot.hpp).
     const auto producer = producer_.current();
     return producer && !producer->fatal() && producer->connected(std::chrono::milliseconds(2000));
   }
 
   void raise_fatal_error(const std::string& reason) { producer_.raise_fatal_error(reason); }
+
+  const Heartbeat& heartbeat() const noexcept { return heartbeat_; }
 
  private:
   // The publisher's rescuer: claims whose publisher died or hung become due again (or DEAD).
@@ -98,6 +101,7 @@ class Publisher::Impl {
     detail::WakeupListener wakeups(pool_->connection_string(), OutboxEmitter::notify_channel(options_.schema), log_);
     auto next_recovery = Clock::now();
     while (!stopping_) {
+      heartbeat_.beat();
       wakeups.ensure_listening();
       std::size_t claimed = 0;
       try {
@@ -143,6 +147,7 @@ class Publisher::Impl {
   bool running_ = false;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
+  Heartbeat heartbeat_;
 };
 
 Publisher::Publisher(std::shared_ptr<ConnectionPool> pool, PublisherOptions options)
@@ -153,6 +158,7 @@ void Publisher::stop() { impl_->stop(); }
 std::size_t Publisher::drain() { return impl_->drain(); }
 PublisherStats Publisher::stats() const { return impl_->stats(); }
 bool Publisher::kafka_connected() const { return impl_->kafka_connected(); }
+const Heartbeat& Publisher::heartbeat() const noexcept { return impl_->heartbeat(); }
 void Publisher::raise_fatal_error_for_testing(const std::string& reason) { impl_->raise_fatal_error(reason); }
 
 }  // namespace boxcar

@@ -310,6 +310,17 @@ std::vector<ConfigKey> build_table() {
           "http.listen", "HOST:PORT", [](auto& c) -> auto& { return c.http.listen; },
           "/metrics, /healthz, /readyz; port 0 picks one; empty disables", check_listen),
       millis(
+          "probes.readiness_interval_ms", [](auto& c) -> auto& { return c.probes.readiness_interval; },
+          "pause between background readiness checks; /readyz serves the last verdict and its age"),
+      millis(
+          "probes.readiness_max_age_ms", [](auto& c) -> auto& { return c.probes.readiness_max_age; },
+          "a readiness verdict older than this (a stuck check) is not ready; must exceed "
+          "probes.readiness_interval_ms plus the slowest check"),
+      millis(
+          "probes.liveness_stall_ms", [](auto& c) -> auto& { return c.probes.liveness_stall; },
+          "/healthz fails when a loop (readiness check, publisher) has not beaten for this long beyond its own "
+          "longest legitimate iteration"),
+      millis(
           "metrics.backlog_interval_ms", [](auto& c) -> auto& { return c.backlog.interval; }, "backlog query cadence"),
       choice("log.format", [](auto& c) -> auto& { return c.log_format; }, "`json`: one JSON object per line",
              {"text", "json"}),

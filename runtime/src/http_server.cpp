@@ -51,6 +51,7 @@ int log_message(const mg_connection*, const char* message) {
 struct HttpServer::Impl {
   std::shared_ptr<Metrics> metrics;
   std::function<ReadinessReport()> readiness;
+  std::function<LivenessReport()> liveness;
   mg_context* context = nullptr;
   int port = 0;
 
@@ -79,7 +80,20 @@ struct HttpServer::Impl {
     return respond(conn, 200, kMetricsContentType, metrics ? metrics->serialize() : std::string{});
   }
 
-  int serve_health(mg_connection* conn) { return respond(conn, 200, kTextContentType, "ok\n"); }
+  // Liveness reads heartbeats only: never the database or the broker, so it answers
+  // during exactly the outages that make readiness fail.
+  int serve_health(mg_connection* conn) {
+    LivenessReport report;
+    if (liveness) {
+      try {
+        report = liveness();
+      } catch (const std::exception& e) {
+        report = {.alive = false, .detail = std::string("liveness check failed: ") + e.what()};
+      }
+    }
+    if (report.alive) return respond(conn, 200, kTextContentType, "ok\n");
+    return respond(conn, 503, kTextContentType, report.detail + "\n");
+  }
 
   int serve_ready(mg_connection* conn) {
     ReadinessReport report{.ready = true, .checks = {}, .detail = {}};
@@ -96,6 +110,8 @@ struct HttpServer::Impl {
     body["checks"] = nlohmann::ordered_json::object();
     for (const auto& [name, ok] : report.checks) body["checks"][name] = ok;
     body["detail"] = report.detail;
+    body["age_ms"] = report.age.count();
+    body["stale"] = report.stale;
     // Replace invalid UTF-8 in names or detail instead of throwing.
     return respond(conn, report.ready ? 200 : 503, kJsonContentType,
                    body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
@@ -103,10 +119,11 @@ struct HttpServer::Impl {
 };
 
 HttpServer::HttpServer(HttpOptions options, std::shared_ptr<Metrics> metrics,
-                       std::function<ReadinessReport()> readiness)
+                       std::function<ReadinessReport()> readiness, std::function<LivenessReport()> liveness)
     : impl_(std::make_unique<Impl>()) {
   impl_->metrics = std::move(metrics);
   impl_->readiness = std::move(readiness);
+  impl_->liveness = std::move(liveness);
   if (options.listen.empty()) throw ConfigError("http.listen", "must not be empty");
 
   // No document_root: civetweb serves no files, only the handlers below.

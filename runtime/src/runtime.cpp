@@ -10,12 +10,46 @@
 
 #include "boxcar/ops/backlog_collector.hpp"
 #include "boxcar/runtime/http_server.hpp"
+#include "boxcar/runtime/probes.hpp"
 #include "boxcar/inbox/worker.hpp"
 #include "boxcar/publisher/publisher.hpp"
 #include "boxcar/core/logging.hpp"
 #include "boxcar/core/migrate.hpp"
+#include "database_probe.hpp"
+#include "schema_readiness.hpp"
 
 namespace boxcar {
+
+namespace {
+
+/// One readiness check, run by the ReadinessMonitor's thread (never by a probe). Its
+/// inputs are separate: the database answers (database_probe), the schema it reports
+/// is one this build serves (schema_readiness), the producer reaches a broker.
+ReadinessReport check_readiness(detail::DatabaseProbe& database, const Publisher* publisher) {
+  ReadinessReport report{.ready = true, .checks = {}, .detail = {}};
+  const auto check = [&](const char* name, bool ok, const std::string& why) {
+    report.checks.emplace_back(name, ok);
+    if (ok) return;
+    report.ready = false;
+    report.detail += (report.detail.empty() ? "" : "; ") + why;
+  };
+  const auto answer = database.probe();
+  check("database", answer.schema.has_value(), "database unreachable: " + answer.error);
+  const auto schema = detail::schema_readiness(answer.schema);
+  check("migrations", schema.ok, schema.why);
+  if (publisher) check("kafka", publisher->kafka_connected(), "Kafka producer reaches no broker");
+  return report;
+}
+
+}  // namespace
+
+/// The probes of a started runtime, swapped as one piece so that a probe never sees
+/// them half built (they are read without the runtime's mutex, which stop() holds for
+/// seconds).
+struct RuntimeProbes {
+  std::shared_ptr<ReadinessMonitor> readiness;
+  LivenessWatch liveness;
+};
 
 struct Runtime::Impl {
   RuntimeConfig config;
@@ -29,6 +63,13 @@ struct Runtime::Impl {
   std::unique_ptr<BacklogCollector> collector;
   std::unique_ptr<HttpServer> http;
   bool started = false;
+  mutable std::mutex probes_mutex;  // guards only the pointer below
+  std::shared_ptr<const RuntimeProbes> probes;
+
+  std::shared_ptr<const RuntimeProbes> current_probes() const {
+    std::lock_guard lock(probes_mutex);
+    return probes;
+  }
 };
 
 Runtime::Runtime(RuntimeConfig config) : impl_(std::make_unique<Impl>()) {
@@ -63,30 +104,14 @@ OutboxEmitter& Runtime::outbox() {
 }
 
 ReadinessReport Runtime::readiness() const {
-  ReadinessReport report{.ready = true, .checks = {}, .detail = {}};
-  const auto check = [&](const char* name, bool ok, const std::string& why) {
-    report.checks.emplace_back(name, ok);
-    if (ok) return;
-    report.ready = false;
-    report.detail += (report.detail.empty() ? "" : "; ") + why;
-  };
-  // One fresh connection answers both database checks: a probe must not queue behind the
-  // pool's loans, and a pooled connection that still works says nothing about new ones.
-  // A schema newer than this build passes when its newer migrations are marked compatible
-  // with it: during a rolling deploy the old replicas stay in service.
-  std::optional<SchemaCompatibility> schema;
-  std::string unreachable;
-  try {
-    schema = check_schema_compatibility(impl_->pool->connection_string(), {.schema = impl_->config.schema});
-  } catch (const std::exception& e) {
-    unreachable = e.what();
-  }
-  check("database", schema.has_value(), "database unreachable: " + unreachable);
-  // Unknown while the database is down: not confirmed, so not passing.
-  check("migrations", schema && schema->compatible,
-        schema ? schema->detail : "migrations not checked (database unreachable)");
-  if (impl_->publisher) check("kafka", impl_->publisher->kafka_connected(), "Kafka producer reaches no broker");
-  return report;
+  const auto probes = impl_->current_probes();
+  if (!probes) return {.ready = false, .checks = {}, .detail = "runtime not started"};
+  return probes->readiness->report();
+}
+
+LivenessReport Runtime::liveness() const {
+  const auto probes = impl_->current_probes();
+  return probes ? probes->liveness.report() : LivenessReport{};
 }
 
 bool Runtime::ready(std::string* detail) const {
@@ -124,8 +149,25 @@ void Runtime::start(Role role, std::vector<HandlerRegistration> handlers) {
   backlog.schema = c.schema;
   backlog.declared_consumers = c.consumers;
   impl_->collector = std::make_unique<BacklogCollector>(impl_->pool, impl_->metrics, std::move(backlog));
+  auto probes = std::make_shared<RuntimeProbes>();
+  probes->readiness = std::make_shared<ReadinessMonitor>(
+      c.probes, [database = std::make_shared<detail::DatabaseProbe>(impl_->pool->connection_string(), c.schema),
+                 publisher = impl_->publisher.get()] { return check_readiness(*database, publisher); });
+  // Each loop's limit is its longest legitimate iteration plus the stall allowance.
+  probes->liveness.watch("readiness check", probes->readiness->heartbeat(),
+                         c.probes.readiness_max_age + c.probes.liveness_stall);
+  if (impl_->publisher)
+    probes->liveness.watch(
+        "publisher loop", impl_->publisher->heartbeat(),
+        c.publisher.delivery_timeout + std::chrono::seconds(2) + c.publisher.poll_interval + c.probes.liveness_stall);
+  probes->readiness->start();
+  {
+    std::lock_guard probes_lock(impl_->probes_mutex);
+    impl_->probes = std::move(probes);
+  }
   if (!c.http.listen.empty())
-    impl_->http = std::make_unique<HttpServer>(c.http, impl_->metrics, [this] { return readiness(); });
+    impl_->http = std::make_unique<HttpServer>(
+        c.http, impl_->metrics, [this] { return readiness(); }, [this] { return liveness(); });
   impl_->collector->start();
   if (impl_->worker) impl_->worker->start();
   if (impl_->publisher) impl_->publisher->start();
@@ -145,6 +187,12 @@ void Runtime::stop() {
   if (impl_->publisher) impl_->publisher->stop();
   if (impl_->collector) impl_->collector->stop();
   impl_->http.reset();
+  std::shared_ptr<const RuntimeProbes> probes;
+  {
+    std::lock_guard probes_lock(impl_->probes_mutex);
+    probes.swap(impl_->probes);
+  }
+  if (probes) probes->readiness->stop();  // waits for a check in progress (bounded by its timeouts)
   impl_->started = false;
   logger("runtime")->info("runtime stopped");
 }

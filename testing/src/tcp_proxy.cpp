@@ -72,6 +72,7 @@ void TcpProxy::accept_loop() {
     if (::poll(&fd, 1, 100) <= 0) continue;
     const int client = ::accept(listener_, nullptr, nullptr);
     if (client < 0) continue;
+    ++connections_;
     if (down_) {
       ::close(client);
       continue;

@@ -1,5 +1,5 @@
 // The HTTP server of the runtime host: /metrics, /healthz and /readyz on an ephemeral
-// port, readiness failures, and a port that is taken.
+// port, readiness and liveness failures, and a port that is taken.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -54,6 +54,8 @@ TEST_CASE("the HTTP server serves metrics, liveness and readiness on an ephemera
   CHECK(ready_body["ready"] == true);
   CHECK(ready_body["checks"]["database"] == true);
   CHECK(ready_body["checks"]["migrations"] == true);
+  CHECK(ready_body["age_ms"] == 0);
+  CHECK(ready_body["stale"] == false);
 
   database_up = false;
   const auto not_ready = http_request(server.port(), "GET", "/readyz");
@@ -82,6 +84,41 @@ TEST_CASE("a readiness callback that throws makes /readyz answer 503 with the re
   const auto scrape = http_request(server.port(), "GET", "/metrics");
   CHECK(scrape.status == 200);
   CHECK(scrape.body.empty());
+}
+
+TEST_CASE("/healthz answers from the liveness callback alone: 503 naming the stalled loop, never asking readiness") {
+  std::atomic<bool> alive{true};
+  std::atomic<int> readiness_calls{0};
+  HttpServer server(
+      {.listen = "127.0.0.1:0"}, nullptr,
+      [&] {
+        ++readiness_calls;
+        return ReadinessReport{.ready = false, .checks = {{"database", false}}, .detail = "database unreachable"};
+      },
+      [&] {
+        return alive ? LivenessReport{}
+                     : LivenessReport{.alive = false, .detail = "publisher loop has not beaten for 200000 ms"};
+      });
+  const auto healthy = http_request(server.port(), "GET", "/healthz");
+  CHECK(healthy.status == 200);  // readiness failing does not make the process unhealthy
+  CHECK(healthy.body == "ok\n");
+  alive = false;
+  const auto stalled = http_request(server.port(), "GET", "/healthz");
+  CHECK(stalled.status == 503);
+  CHECK(stalled.body == "publisher loop has not beaten for 200000 ms\n");
+  CHECK(readiness_calls == 0);
+  // A stale verdict is reported as such.
+  HttpServer stale_server({.listen = "127.0.0.1:0"}, nullptr, [] {
+    return ReadinessReport{.ready = false,
+                           .checks = {{"database", true}},
+                           .detail = "stuck",
+                           .age = std::chrono::milliseconds(45000),
+                           .stale = true};
+  });
+  const auto stale = nlohmann::json::parse(http_request(stale_server.port(), "GET", "/readyz").body);
+  CHECK(stale["age_ms"] == 45000);
+  CHECK(stale["stale"] == true);
+  CHECK(stale["ready"] == false);
 }
 
 TEST_CASE("an HTTP server whose port is taken fails with a ConfigError naming http.listen") {

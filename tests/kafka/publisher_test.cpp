@@ -201,6 +201,29 @@ TEST_CASE("a fatal idempotent-producer error recreates the producer and loses no
   CHECK(event_ids(s.kafka.read_all("orders", 40, 20s)) == ids);
 }
 
+TEST_CASE("the readiness question kafka_connected() never waits for a batch awaiting its delivery reports") {
+  Setup s;
+  s.emit(5);
+  s.kafka.set_all_down(true);
+  auto options = s.options();
+  options.delivery_timeout = 30s;  // the batch in flight holds the producer for 30 s
+  options.lease = 40s;
+  Publisher publisher(s.pool, options);
+  publisher.start();
+  REQUIRE(eventually([&] { return s.count("PUBLISHING") == 5; }, 20s));
+  std::this_thread::sleep_for(200ms);  // the publishing thread is inside its await now
+  REQUIRE(s.count("PUBLISHING") == 5);
+  // Liveness bound, not a timing assertion: the metadata request gives up after 2 s;
+  // before the fix the call waited out the 30 s await.
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(publisher.kafka_connected());
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+  CHECK(s.count("PUBLISHING") == 5);  // the batch was still in flight
+  CHECK(publisher.heartbeat().age().has_value());
+  s.kafka.set_all_down(false);
+  publisher.stop();
+}
+
 TEST_CASE("an event whose deliveries keep failing becomes DEAD after max_attempts and is counted as dead") {
   Setup s;
   s.emit(3);

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <pqxx/connection>
+
 namespace boxcar {
 
 /// What the runner is about to apply; passed to MigrateOptions::before_step.
@@ -92,6 +94,11 @@ int latest_migration_version();
 /// @throws DatabaseError, ConfigError
 int applied_migration_version(const std::string& connection_string, const MigrateOptions& options = {});
 
+/// The same on a connection the caller keeps open: a readiness check asks it on every
+/// refresh through one session instead of opening one each time.
+/// @throws DatabaseError (the connection may then be broken: reopen it), ConfigError
+int applied_migration_version(pqxx::connection& connection, const MigrateOptions& options = {});
+
 /// Whether this build may run against the schema as it is.
 struct SchemaCompatibility {
   /// Highest version applied (0: none) and highest this build embeds.
@@ -108,5 +115,8 @@ struct SchemaCompatibility {
 /// @throws DatabaseError, ConfigError
 SchemaCompatibility check_schema_compatibility(const std::string& connection_string,
                                                const MigrateOptions& options = {});
+/// The same on a connection the caller keeps open (the readiness check's one session).
+/// @throws DatabaseError (the connection may then be broken: reopen it), ConfigError
+SchemaCompatibility check_schema_compatibility(pqxx::connection& connection, const MigrateOptions& options = {});
 
 }  // namespace boxcar

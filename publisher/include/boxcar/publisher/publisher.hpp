@@ -23,6 +23,7 @@
 
 #include "boxcar/core/backoff.hpp"
 #include "boxcar/core/connection_pool.hpp"
+#include "boxcar/core/heartbeat.hpp"
 #include "boxcar/core/metrics.hpp"
 
 namespace boxcar {
@@ -86,8 +87,13 @@ class Publisher {
   std::size_t drain();
 
   PublisherStats stats() const;
-  /// True when the producer has a connection to at least one broker (readiness).
+  /// True when the producer has a connection to at least one broker (readiness). Asks a
+  /// broker for metadata: blocks up to 2 s, but never waits for a batch in flight.
   bool kafka_connected() const;
+  /// Beats once per iteration of the publishing thread's loop (liveness). An iteration
+  /// lasts at most about delivery_timeout + 2 s (a batch's delivery reports) plus the
+  /// database statements of a claim and a mark, or poll_interval when idle.
+  const Heartbeat& heartbeat() const noexcept;
 
   /// Fault drill: raises an idempotent-producer fatal error (rd_kafka_test_fatal_error)
   /// on the current producer, which the publisher must survive by recreating it.

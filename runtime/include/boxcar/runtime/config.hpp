@@ -23,6 +23,7 @@
 
 #include "boxcar/ops/backlog_collector.hpp"
 #include "boxcar/runtime/http_server.hpp"
+#include "boxcar/runtime/probes.hpp"
 #include "boxcar/inbox/worker.hpp"
 #include "boxcar/publisher/publisher.hpp"
 #include "boxcar/core/connection_pool.hpp"
@@ -45,6 +46,9 @@ struct RuntimeConfig {
   PublisherOptions publisher{};
   /// http.listen: /metrics, /healthz, /readyz; empty disables the HTTP server.
   HttpOptions http{};
+  /// probes.*: how /readyz's cached verdict is refreshed and aged, and when /healthz
+  /// calls a loop stalled.
+  ProbeOptions probes{};
   /// metrics.backlog_interval_ms; schema and declared consumers are filled in by the Runtime.
   BacklogOptions backlog{};
   /// "text" or "json".

@@ -66,15 +66,21 @@ class Runtime {
 
   /// The bound HTTP port (0 when the server is disabled).
   int http_port() const;
-  /// The readiness checks, in order: `database` (a new connection answers), `migrations`
-  /// (the schema is at this build's latest version; failed while the database is
-  /// unreachable, since it cannot be confirmed) and, when a publisher runs, `kafka` (the
-  /// producer reaches a broker). Ready when all pass; `detail` names each failure.
-  /// What /readyz serves. Blocks up to the connection and metadata timeouts.
-  /// Thread-safe.
+  /// What /readyz serves: the cached verdict of the background readiness check (every
+  /// probes.readiness_interval_ms, from start()) with its age. The checks, in order:
+  /// `database` (the check's own kept session answers), `migrations` (the schema is at
+  /// this build's latest version; failed while the database is unreachable, since it
+  /// cannot be confirmed) and, when a publisher runs, `kafka` (the producer reaches a
+  /// broker). Ready when all pass; `detail` names each failure. Not ready before start()
+  /// and its first check, and when the verdict is older than probes.readiness_max_age_ms.
+  /// Never blocks on the database or the broker. Thread-safe.
   ReadinessReport readiness() const;
   /// readiness().ready, with its detail in `*detail` when given.
   bool ready(std::string* detail = nullptr) const;
+  /// What /healthz serves: alive unless a loop of this process (the readiness check; the
+  /// publishing thread) has not beaten for longer than its longest legitimate iteration
+  /// plus probes.liveness_stall_ms. Reads heartbeats only. Thread-safe.
+  LivenessReport liveness() const;
 
  private:
   struct Impl;

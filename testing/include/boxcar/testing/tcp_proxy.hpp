@@ -46,6 +46,9 @@ class TcpProxy {
   void drop_request_of(const std::string& sql) { arm(Mode::DropRequestOf, sql); }
   /// How many connections a fault was injected into.
   int faults() const { return faults_; }
+  /// How many connections clients opened through the proxy (refused ones included): a
+  /// test's measure of how often its code connects.
+  int connections() const { return connections_; }
 
  private:
   enum class Mode { Pass, DropResponse, DropRequest, DropResponseTo, DropRequestOf };
@@ -63,6 +66,7 @@ class TcpProxy {
   std::mutex query_mutex_;
   std::string query_message_;  // the armed Query message, as it goes over the wire
   std::atomic<int> faults_{0};
+  std::atomic<int> connections_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> down_{false};
   std::thread acceptor_;

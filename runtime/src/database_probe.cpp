@@ -1,0 +1,43 @@
+// DatabaseProbe: the readiness check's own long-lived session.
+#include "database_probe.hpp"
+
+#include <pqxx/pqxx>
+
+#include "boxcar/core/detail/database_errors.hpp"
+#include "boxcar/core/migrate.hpp"
+
+namespace boxcar::detail {
+
+namespace {
+// A check must end well within probes.readiness_max_age_ms even when a statement hangs
+// (a lock on schema_migrations held by a migration in progress).
+constexpr const char* kSessionSetup =
+    "SET statement_timeout = 5000; SET lock_timeout = 2000; SET application_name = 'boxcar-readiness'";
+}  // namespace
+
+DatabaseProbe::DatabaseProbe(std::string connection_string, std::string schema)
+    : connection_string_(std::move(connection_string)), schema_(std::move(schema)) {}
+
+DatabaseProbe::Result DatabaseProbe::probe() noexcept {
+  try {
+    if (!connection_ || !connection_->is_open()) {
+      connection_.reset();
+      try {
+        auto connection = std::make_unique<pqxx::connection>(connection_string_);
+        pqxx::nontransaction(*connection).exec(kSessionSetup);
+        connection_ = std::move(connection);
+      } catch (...) {
+        throw to_database_error(std::current_exception(), "connecting for the readiness check", false);
+      }
+    }
+    return {.schema = check_schema_compatibility(*connection_, {.schema = schema_}), .error = {}};
+  } catch (const std::exception& e) {
+    connection_.reset();  // the next check opens a new session
+    return {.schema = std::nullopt, .error = e.what()};
+  } catch (...) {
+    connection_.reset();
+    return {.schema = std::nullopt, .error = "unknown error"};
+  }
+}
+
+}  // namespace boxcar::detail
