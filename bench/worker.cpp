@@ -2,7 +2,7 @@
 // loops doing the same work on the same table shape, measured in the same run; and the
 // accept -> handler-start latency with LISTEN/NOTIFY at a fixed offered rate.
 //
-//   scripts/bench worker [--rounds N] [--messages M]
+//   scripts/bench worker [--rounds N] [--messages M] [--case NAME]...
 //
 // Every drain starts from M accepted (PENDING) messages; the handler inserts one row
 // into an application table in context.tx. Cases at 1, 4 and 16 handler threads:
@@ -13,6 +13,10 @@
 //                   LOCKED, then one transaction with 32 app-row INSERTs and one UPDATE
 //                   completing the 32.
 //   batched_savepoint_t16  the same in Savepoint mode.
+//   session_reset_t16  per_message_t16 with the pool's session reset (the default) vs the
+//                   same Worker with PoolOptions::reset_sessions = false: the reset's cost.
+// --case NAME (repeatable) runs only the named cases (and skips the latency run unless
+// --case latency is given).
 // The last lines are `ratio CASE VALUE TARGET` for the 16-thread cases.
 #include <algorithm>
 #include <atomic>
@@ -45,6 +49,7 @@ constexpr const char* kConsumer = "bench.v1";
 constexpr std::size_t kClaim = 32;
 constexpr double kTargetPerMessage = 0.80;
 constexpr double kTargetBatched = 0.70;
+constexpr double kTargetSessionReset = 0.90;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -96,8 +101,10 @@ class InsertRow final : public boxcar::InboxHandler {
 };
 
 Measurement drain_boxcar(const std::string& url, int threads, std::size_t batch_size, int count,
-                         boxcar::BatchFailureMode mode = boxcar::WorkerOptions{}.batch_failure_mode) {
-  auto pool = boxcar::ConnectionPool::create({.url = url, .size = static_cast<std::size_t>(threads) + 2});
+                         boxcar::BatchFailureMode mode = boxcar::WorkerOptions{}.batch_failure_mode,
+                         bool reset_sessions = true) {
+  auto pool = boxcar::ConnectionPool::create(
+      {.url = url, .size = static_cast<std::size_t>(threads) + 2, .reset_sessions = reset_sessions});
   boxcar::Worker worker(
       pool,
       {.schema = kBoxcarSchema,
@@ -267,10 +274,13 @@ void measure_latency(const std::string& url, int rate, double seconds) {
 int main(int argc, char** argv) {
   try {
     int messages = 20000;
+    std::vector<std::string> only;
     std::vector<char*> rest{argv[0]};
     for (int i = 1; i < argc; ++i) {
       if (std::string(argv[i]) == "--messages" && i + 1 < argc)
         messages = std::stoi(argv[++i]);
+      else if (std::string(argv[i]) == "--case" && i + 1 < argc)
+        only.emplace_back(argv[++i]);
       else
         rest.push_back(argv[i]);
     }
@@ -285,10 +295,14 @@ int main(int argc, char** argv) {
     }
     std::cout << "bench_worker: drain " << messages << " accepted messages, handler inserts one row; " << rounds
               << " interleaved rounds per case, medians\n";
+    const auto wanted = [&](const std::string& name) {
+      return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+    };
     std::vector<CaseResult> results;
     for (const bool batched : {false, true}) {
       for (const int threads : {1, 4, 16}) {
         const std::string name = std::string(batched ? "batched_t" : "per_message_t") + std::to_string(threads);
+        if (!wanted(name)) continue;
         results.push_back(boxcar::bench::compare(
             name, std::to_string(threads) + " threads, msg/s" + (batched ? ", batch 32 vs (b)" : " vs (a)"), rounds,
             [&] { load(url, messages); }, [&] { return drain_raw(url, threads, batched); },
@@ -296,17 +310,27 @@ int main(int argc, char** argv) {
       }
     }
     // The other way to survive a failing handler in a batch, on the same footing.
-    results.push_back(boxcar::bench::compare(
-        "batched_savepoint_t16", "16 threads, msg/s, batch 32 (Savepoint mode) vs (b)", rounds,
-        [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true); },
-        [&] { return drain_boxcar(url, 16, kClaim, messages, boxcar::BatchFailureMode::Savepoint); }, std::cout));
-    measure_latency(url, 500, 6.0);
+    if (wanted("batched_savepoint_t16"))
+      results.push_back(boxcar::bench::compare(
+          "batched_savepoint_t16", "16 threads, msg/s, batch 32 (Savepoint mode) vs (b)", rounds,
+          [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true); },
+          [&] { return drain_boxcar(url, 16, kClaim, messages, boxcar::BatchFailureMode::Savepoint); }, std::cout));
+    // What the pool's session reset costs: one more round trip per handler transaction.
+    // Here the "baseline" is Boxcar itself with the reset turned off.
+    if (wanted("session_reset_t16"))
+      results.push_back(boxcar::bench::compare(
+          "session_reset_t16", "16 threads, msg/s, batch 1, reset vs no reset", options.rounds,
+          [&] { load(url, messages); },
+          [&] { return drain_boxcar(url, 16, 1, messages, boxcar::WorkerOptions{}.batch_failure_mode, false); },
+          [&] { return drain_boxcar(url, 16, 1, messages); }, std::cout));
+    if (only.empty() || wanted("latency")) measure_latency(url, 500, 6.0);
     std::cout << "\n";
     boxcar::bench::print_table(std::cout, results);
     std::cout << "\n";
     for (const auto& r : results) {
       if (r.name == "per_message_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetPerMessage);
       if (r.name == "batched_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetBatched);
+      if (r.name == "session_reset_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetSessionReset);
     }
     return 0;
   } catch (const boxcar::bench::UsageError& e) {

@@ -1,4 +1,4 @@
-// The bounded connection pool: lazy open, health check on loan, close on unclean return.
+// The bounded connection pool: lazy open, health check on loan, session reset or close on return.
 #include "boxcar/core/connection_pool.hpp"
 
 #include <poll.h>
@@ -8,6 +8,7 @@
 #include "boxcar/core/detail/database_errors.hpp"
 #include "boxcar/core/error.hpp"
 #include "boxcar/core/tx.hpp"
+#include "session_reset.hpp"
 
 namespace boxcar {
 
@@ -37,8 +38,9 @@ std::string with_default_parameters(const std::string& url, const std::string& p
 namespace {
 
 // A connection that the server closed (terminated backend, restart) while it sat idle
-// has a readable socket: the server's goodbye or EOF. Pooled connections never LISTEN,
-// so nothing else arrives unasked.
+// has a readable socket: the server's goodbye or EOF. Pooled connections do not LISTEN
+// (a loan that may have run LISTEN is reset with UNLISTEN * before it is reused), so
+// nothing else arrives unasked.
 bool looks_healthy(const pqxx::connection& connection) {
   if (!connection.is_open()) return false;
   pollfd fd{connection.sock(), POLLIN, 0};
@@ -48,14 +50,18 @@ bool looks_healthy(const pqxx::connection& connection) {
 
 }  // namespace
 
-PooledConnection::PooledConnection(std::shared_ptr<ConnectionPool> pool, Slot slot)
-    : pool_(std::move(pool)), connection_(std::move(slot.connection)), prepared_(std::move(slot.prepared)) {}
+PooledConnection::PooledConnection(std::shared_ptr<ConnectionPool> pool, Slot slot, bool reset_on_return)
+    : pool_(std::move(pool)),
+      connection_(std::move(slot.connection)),
+      prepared_(std::move(slot.prepared)),
+      reset_on_return_(reset_on_return) {}
 
 PooledConnection::PooledConnection(PooledConnection&& other) noexcept
     : pool_(std::move(other.pool_)),
       connection_(std::move(other.connection_)),
       prepared_(std::move(other.prepared_)),
-      discard_(other.discard_) {}
+      discard_(other.discard_),
+      reset_on_return_(other.reset_on_return_) {}
 
 PooledConnection& PooledConnection::operator=(PooledConnection&& other) noexcept {
   if (this != &other) {
@@ -64,13 +70,16 @@ PooledConnection& PooledConnection::operator=(PooledConnection&& other) noexcept
     connection_ = std::move(other.connection_);
     prepared_ = std::move(other.prepared_);
     discard_ = other.discard_;
+    reset_on_return_ = other.reset_on_return_;
   }
   return *this;
 }
 
 PooledConnection::~PooledConnection() {
   if (!pool_) return;
-  const bool reusable = !discard_ && connection_ && connection_->is_open();
+  bool reusable = !discard_ && connection_ && connection_->is_open();
+  // On the returning thread, outside the pool's lock: a failed reset closes the connection.
+  if (reusable && reset_on_return_) reusable = detail::reset_session(*connection_, prepared_);
   pool_->give_back(PooledConnection::Slot{std::move(connection_), std::move(prepared_)}, reusable);
 }
 
@@ -90,14 +99,15 @@ ConnectionPool::ConnectionPool(PoolOptions options)
     : options_(std::move(options)),
       connection_string_(with_default_parameters(options_.url, options_.default_parameters)) {}
 
-PooledConnection ConnectionPool::acquire() {
+PooledConnection ConnectionPool::acquire(LoanUse use) {
+  const bool reset = use == LoanUse::Application && options_.reset_sessions;
   std::unique_lock lock(mutex_);
   const auto deadline = std::chrono::steady_clock::now() + options_.acquire_timeout;
   while (true) {
     while (!idle_.empty()) {
       PooledConnection::Slot slot = std::move(idle_.back());
       idle_.pop_back();
-      if (looks_healthy(*slot.connection)) return PooledConnection(shared_from_this(), std::move(slot));
+      if (looks_healthy(*slot.connection)) return PooledConnection(shared_from_this(), std::move(slot), reset);
       --open_;  // dropped: the slot's destructor closes it
     }
     if (open_ < options_.size) {
@@ -105,7 +115,7 @@ PooledConnection ConnectionPool::acquire() {
       lock.unlock();
       try {
         PooledConnection::Slot slot{std::make_unique<pqxx::connection>(connection_string_), {}};
-        return PooledConnection(shared_from_this(), std::move(slot));
+        return PooledConnection(shared_from_this(), std::move(slot), reset);
       } catch (...) {
         lock.lock();
         --open_;
@@ -121,7 +131,7 @@ PooledConnection ConnectionPool::acquire() {
   }
 }
 
-Tx ConnectionPool::begin() { return Tx(acquire()); }
+Tx ConnectionPool::begin(LoanUse use) { return Tx(acquire(use)); }
 
 std::size_t ConnectionPool::open_connections() const {
   std::lock_guard lock(mutex_);

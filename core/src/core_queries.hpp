@@ -1,5 +1,6 @@
-// The core's own SQL: the migration runner and the notifier. Values are $n; `{schema}`
-// is replaced by the quoted schema name (detail::with_schema) before preparing.
+// The core's own SQL: the migration runner, the notifier and the pool's session reset.
+// Values are $n; `{schema}` is replaced by the quoted schema name (detail::with_schema)
+// before preparing.
 #pragma once
 
 namespace boxcar::detail::core_sql {
@@ -143,5 +144,24 @@ inline constexpr const char* kDropIndexConcurrently = "DROP INDEX CONCURRENTLY I
 // a role with CREATE on public planted (docs/schema.md, "search_path").
 inline constexpr const char* kNotifyMany =
     "SELECT pg_catalog.pg_notify($1, payload) FROM pg_catalog.unnest($2::text[]) AS payload";
+
+// Run on a pooled connection whose loan may have run application code, before it is
+// reused: what DISCARD ALL does, minus DEALLOCATE ALL and DISCARD PLANS, in one round trip
+// (DISCARD ALL itself cannot run in the implicit transaction of a multi-statement string).
+// Prepared statements stay: libpqxx 6.4 remembers which ones it registered and would
+// never re-prepare them after a DEALLOCATE it did not issue itself. The last statement
+// lists them so the pool can check that the server holds exactly the ones libpqxx knows.
+// SET SESSION AUTHORIZATION DEFAULT comes first: it is always allowed (it returns to the
+// authenticated user) and gives RESET ALL its privileges back after a SET ROLE.
+inline constexpr const char* kResetSession =
+    "CLOSE ALL;\n"
+    "SET SESSION AUTHORIZATION DEFAULT;\n"
+    "RESET ROLE;\n"
+    "RESET ALL;\n"
+    "UNLISTEN *;\n"
+    "SELECT pg_catalog.pg_advisory_unlock_all();\n"
+    "DISCARD TEMP;\n"
+    "DISCARD SEQUENCES;\n"
+    "SELECT name FROM pg_catalog.pg_prepared_statements";
 
 }  // namespace boxcar::detail::core_sql

@@ -133,7 +133,7 @@ Receipt Inbox::accept_unmetered(const AcceptRequest& request) {
   for (int round = 1;; ++round) {
     PooledConnection connection;
     try {
-      connection = pool_->acquire();
+      connection = pool_->acquire(LoanUse::BoxcarOnly);  // only the inbox's statements
     } catch (...) {
       throw storage_error(std::current_exception(), "accept", false);
     }
@@ -235,7 +235,7 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
     stored.clear();
     bool committing = false;
     try {
-      Tx tx = pool_->begin();
+      Tx tx = pool_->begin(LoanUse::BoxcarOnly);  // only the inbox's statements
       for (const auto& row : tx.exec_prepared(queries_->insert_many_name, queries_->insert_many, records)) {
         detail::PreparedRequest key_of;
         key_of.scope_kind = row["scope_kind"].c_str();

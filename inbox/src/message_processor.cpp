@@ -316,7 +316,8 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
       report_stale(receipt, "claim went stale before the handler ran");
       return;
     }
-    Tx tx = pool_->begin();
+    // LoanUse::Application: the handler runs on it, so its session is reset afterwards.
+    Tx tx = pool_->begin(LoanUse::Application);
     set_deadline(tx, deadline);
     const auto xact_id = store_.lock(tx, receipt);
     if (!xact_id) {
@@ -421,7 +422,7 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
   std::size_t invoked = 0;
   std::vector<const ClaimedReceipt*> rerun;
   try {
-    Tx tx = pool_->begin();
+    Tx tx = pool_->begin(LoanUse::Application);  // handlers run on it: reset afterwards
     set_deadline(tx, deadline);
     const auto lock = store_.lock_many(tx, receipts);
     for (const auto* r : receipts) {

@@ -135,7 +135,7 @@ void BacklogCollector::collect_once() {
 
   Snapshot snapshot;
   try {
-    Tx tx = pool_->begin();
+    Tx tx = pool_->begin(LoanUse::BoxcarOnly);  // SET LOCAL and its own queries only
     tx.exec("SET TRANSACTION READ ONLY");
     tx.exec("SET LOCAL statement_timeout = " + std::to_string(kStatementTimeoutMs));
     const auto& q = state_->queries;

@@ -25,7 +25,7 @@ namespace boxcar::detail {
 // when the connection drops).
 template <typename Work>
 auto with_operator_connection(ConnectionPool& pool, std::string_view doing, bool writes, Work&& work) {
-  PooledConnection connection = pool.acquire();
+  PooledConnection connection = pool.acquire(LoanUse::BoxcarOnly);  // operator statements only
   try {
     return work(*connection);
   } catch (const Error&) {

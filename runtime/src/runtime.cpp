@@ -4,6 +4,7 @@
 
 #include <mutex>
 #include <optional>
+#include <string>
 
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
@@ -13,6 +14,7 @@
 #include "boxcar/runtime/probes.hpp"
 #include "boxcar/inbox/worker.hpp"
 #include "boxcar/publisher/publisher.hpp"
+#include "boxcar/core/error.hpp"
 #include "boxcar/core/logging.hpp"
 #include "boxcar/core/migrate.hpp"
 #include "database_probe.hpp"
@@ -72,6 +74,25 @@ struct Runtime::Impl {
   }
 };
 
+namespace {
+
+// Each handler thread holds one pooled connection for its transaction; a handler that
+// calls runtime.inbox().accept() (or anything else on the runtime's pool) borrows a second
+// one while it holds the first. With a spare beyond the handler threads, one of them can
+// always get its second connection, finish and give both back, so waiting on the pool can
+// never close a cycle; the worker's claims, the publisher and the backlog collector hold
+// one connection at a time and only share the spare (docs/operations.md, "Sizing the pool").
+void check_pool_for_handlers(const RuntimeConfig& c) {
+  if (!c.worker.enabled || c.pool.size >= c.worker.concurrency + 1) return;
+  throw ConfigError("pool.size", "must be at least worker.concurrency + 1 (" +
+                                     std::to_string(c.worker.concurrency + 1) + "), is " + std::to_string(c.pool.size) +
+                                     ": each of the worker.concurrency handler threads holds a connection for its "
+                                     "transaction, and a handler that calls runtime.inbox().accept() needs one more "
+                                     "(raise BOXCAR_POOL_SIZE or lower BOXCAR_WORKER_CONCURRENCY)");
+}
+
+}  // namespace
+
 Runtime::Runtime(RuntimeConfig config) : impl_(std::make_unique<Impl>()) {
   impl_->config = std::move(config);
   impl_->pool = ConnectionPool::create(impl_->config.pool);
@@ -129,6 +150,7 @@ void Runtime::start(Role role, std::vector<HandlerRegistration> handlers) {
   if ((run_worker || role == Role::Ingress) && c.consumers.empty())
     throw ConfigError("consumers", "a worker or ingress declares the consumers it handles (BOXCAR_CONSUMERS)");
 
+  if (run_worker) check_pool_for_handlers(c);
   if (run_worker) {
     // The runtime-wide facts (schema, declared consumers, metrics) complete the options.
     WorkerOptions options = c.worker;

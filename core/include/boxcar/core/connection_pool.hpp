@@ -3,7 +3,11 @@
 // Connections are opened lazily up to `size`, checked before they are handed out (a
 // connection the server closed while it sat idle is replaced), and closed instead of
 // returned when their last transaction did not end cleanly, so the next user never
-// inherits an open, aborted or broken session.
+// inherits an open, aborted or broken session. A loan that may have run application code
+// (a handler's transaction, a Tx from begin(), a raw acquire()) has its session reset
+// before the connection is reused, as PgBouncer's server_reset_query does: settings,
+// role, temporary tables, session advisory locks, LISTENs, cursors (docs/operations.md,
+// "Session reset").
 //
 // Thread-safety: ConnectionPool is thread-safe. A PooledConnection belongs to one thread
 // at a time, like the pqxx::connection it wraps.
@@ -37,6 +41,23 @@ struct PoolOptions {
   std::string default_parameters =
       "connect_timeout=10 keepalives=1 keepalives_idle=10 keepalives_interval=5 "
       "keepalives_count=3 tcp_user_timeout=30000 application_name=boxcar";
+  /// Reset the session of every LoanUse::Application loan before the connection is reused
+  /// (one extra round trip per such loan). Turning it off lets one handler's SET, SET ROLE,
+  /// temporary tables or advisory locks reach the next borrower; it exists to measure the
+  /// reset's cost (bench/worker.cpp), not for production.
+  bool reset_sessions = true;
+};
+
+/// Who runs statements on a loan, which decides whether its session is reset afterwards.
+enum class LoanUse {
+  /// Code Boxcar does not control may run anything on it (a handler, application code
+  /// holding the Tx or the connection): the session is reset before the connection is
+  /// reused. The default of acquire() and begin().
+  Application,
+  /// Only Boxcar's own statements, which change nothing that outlives their transaction
+  /// (SET LOCAL, set_config(..., true), no session locks, temp tables or LISTEN): no reset.
+  /// Never for a loan that reaches application code.
+  BoxcarOnly,
 };
 
 /// `url` with every parameter of `parameters` ("key=value key=value") that it does not
@@ -72,12 +93,13 @@ class PooledConnection {
     std::unique_ptr<pqxx::connection> connection;
     std::unordered_set<std::string> prepared;
   };
-  PooledConnection(std::shared_ptr<ConnectionPool> pool, Slot slot);
+  PooledConnection(std::shared_ptr<ConnectionPool> pool, Slot slot, bool reset_on_return);
 
   std::shared_ptr<ConnectionPool> pool_;
   std::unique_ptr<pqxx::connection> connection_;
   std::unordered_set<std::string> prepared_;
   bool discard_ = false;
+  bool reset_on_return_ = true;
 };
 
 class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {
@@ -86,17 +108,20 @@ class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {
   static std::shared_ptr<ConnectionPool> create(PoolOptions options);
 
   /// Borrows a connection, opening one if fewer than `size` exist.
-  /// Blocks up to acquire_timeout.
+  /// Blocks up to acquire_timeout. When the loan ends, a LoanUse::Application connection's
+  /// session is reset (PoolOptions::reset_sessions) on the returning thread; a connection
+  /// whose reset fails is closed instead of reused.
   /// @throws DatabaseError DATABASE_POOL_TIMEOUT when none frees up in time,
   ///   DATABASE_UNAVAILABLE when a new connection cannot be opened.
-  PooledConnection acquire();
+  PooledConnection acquire(LoanUse use = LoanUse::Application);
 
   /// acquire() and begin a read-committed transaction on it.
-  Tx begin();
+  Tx begin(LoanUse use = LoanUse::Application);
 
   /// Runs the statement prepared (once per connection) as `name` on its own, outside any
   /// transaction block: one round trip, committed when it returns. A connection whose
-  /// statement failed is closed instead of returned.
+  /// statement failed is closed instead of returned. For Boxcar's own statements only
+  /// (LoanUse::BoxcarOnly: no session reset afterwards).
   /// @throws DatabaseError from acquire(); pqxx exceptions from the statement, unchanged
   ///   (a lost connection during a write leaves its outcome unknown).
   template <typename... Args>
@@ -134,7 +159,7 @@ class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {
 
 template <typename... Args>
 pqxx::result ConnectionPool::autocommit(const std::string& name, const std::string& sql, Args&&... args) {
-  PooledConnection connection = acquire();
+  PooledConnection connection = acquire(LoanUse::BoxcarOnly);
   try {
     connection.prepare_once(name, sql);
     pqxx::nontransaction statement(*connection);

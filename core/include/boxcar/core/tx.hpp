@@ -5,7 +5,9 @@
 // connection and a libpqxx read-committed transaction on it.
 //
 // Lifetime: RAII. A Tx that is destroyed without commit() rolls back, and its connection
-// goes back to the pool only if that rollback succeeded.
+// goes back to the pool only if that rollback succeeded. A Tx begun with
+// LoanUse::Application (the default) then has its session reset, so a SET, SET ROLE,
+// temporary table or session advisory lock taken in it never reaches the next borrower.
 // Thread-safety: none; a Tx is used by one thread at a time. Move-only.
 #pragma once
 

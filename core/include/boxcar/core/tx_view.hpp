@@ -10,6 +10,9 @@
 //
 // A raw `exec("COMMIT")` (or ROLLBACK, END) through a view still reaches the server; the
 // worker detects it and makes the receipt DEAD (HANDLER_ENDED_TRANSACTION, docs/worker.md).
+// Session-level changes made through a view (SET, set_config(..., false), SET ROLE, temp
+// tables, session advisory locks, LISTEN) last until the loan ends: the pool then resets
+// the session before the connection serves anyone else (connection_pool.hpp).
 //
 // Lifetime: non-owning, cheap to copy; valid while the Tx it views is alive.
 // Thread-safety: that of the Tx: one thread at a time.

@@ -1,0 +1,42 @@
+// The pool's session reset: one multi-statement round trip, then the prepared-statement check.
+#include "session_reset.hpp"
+
+#include <vector>
+
+#include "core_queries.hpp"
+
+namespace boxcar::detail {
+
+bool reset_session(pqxx::connection& connection, std::unordered_set<std::string>& prepared) noexcept {
+  try {
+    pqxx::result on_server;
+    {
+      // Autocommit: the statements run in the implicit transaction of one simple query.
+      pqxx::nontransaction statement(connection);
+      on_server = statement.exec(core_sql::kResetSession);
+    }
+    std::unordered_set<std::string> registered;
+    for (const auto& row : on_server) {
+      std::string name = row["name"].c_str();
+      // Prepared outside prepare_once(): libpqxx may not know it, and the next borrower's
+      // PREPARE of that name would fail. Only a new session clears it safely.
+      if (!prepared.contains(name)) return false;
+      registered.insert(std::move(name));
+    }
+    std::vector<std::string> missing;
+    for (const auto& name : prepared)
+      if (!registered.contains(name)) missing.push_back(name);
+    for (const auto& name : missing) {
+      // Declared but never registered (its first use failed): libpqxx forgets it without a
+      // round trip. Registered and then deallocated behind libpqxx's back: unprepare()
+      // sends a DEALLOCATE that fails, and the connection is closed.
+      connection.unprepare(name);
+      prepared.erase(name);
+    }
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace boxcar::detail
