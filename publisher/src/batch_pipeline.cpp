@@ -21,13 +21,18 @@ BatchPipeline::BatchPipeline(EventStore& store, const RecordMapper& mapper, Prod
       log_(std::move(log)) {}
 
 std::size_t BatchPipeline::step() {
-  // With the byte budget used up, claim nothing: finishing the oldest batch frees it.
-  const bool budget_left = in_flight_.empty() || in_flight_bytes_ < options_.max_in_flight_bytes;
-  const std::size_t claimed = budget_left ? start_batch() : 0;
+  std::size_t claimed = start_batch();
+  // Nothing claimed with batches in flight: nothing is due, or the next event does not
+  // fit the byte budget they leave. Finishing the oldest frees its bytes; claim again, so
+  // "nothing claimed and nothing in flight" still means nothing is due (drain() stops on it).
+  while (claimed == 0 && !in_flight_.empty()) {
+    finish_oldest();
+    claimed = start_batch();
+  }
   // Batches whose reports are all in are marked at once (latency); beyond that, wait
-  // for the oldest only when the pipeline is full or there is nothing else to do.
+  // for the oldest only when the pipeline is full.
   while (!in_flight_.empty() && producer_.complete(in_flight_.front().id)) finish_oldest();
-  if (in_flight_.size() >= options_.max_in_flight_batches || (claimed == 0 && !in_flight_.empty())) finish_oldest();
+  if (in_flight_.size() >= options_.max_in_flight_batches) finish_oldest();
   return claimed;
 }
 
@@ -47,13 +52,15 @@ void BatchPipeline::set_in_flight_events(std::size_t count) {
 }
 
 std::size_t BatchPipeline::start_batch() {
+  if (!in_flight_.empty() && in_flight_bytes_ >= options_.max_in_flight_bytes) return 0;  // budget used up
   std::string token = uuid_v7();
   const std::size_t budget = options_.max_in_flight_bytes - std::min(in_flight_bytes_, options_.max_in_flight_bytes);
   // Nothing in flight: the oldest event goes out even if it alone exceeds the budget,
   // or an event larger than the budget would never be published.
   auto claimed = store_.claim(options_.batch_size, budget, in_flight_.empty(), token, options_.lease);
   if (claimed.empty()) return 0;
-  counters_.claimed += claimed.size();
+  const std::size_t count = claimed.size();
+  counters_.claimed += count;
   // Emit order within the batch, so one key's events reach its partition in order.
   std::sort(claimed.begin(), claimed.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   InFlight batch{.token = std::move(token), .events = {}, .id = 0, .bytes = 0};
@@ -70,8 +77,8 @@ std::size_t BatchPipeline::start_batch() {
   in_flight_bytes_ += batch.bytes;
   if (in_flight_bytes_ > counters_.peak_in_flight_bytes) counters_.peak_in_flight_bytes = in_flight_bytes_;
   in_flight_.push_back(std::move(batch));
-  set_in_flight_events(in_flight_events_ + claimed.size());
-  return claimed.size();
+  set_in_flight_events(in_flight_events_ + count);
+  return count;
 }
 
 void BatchPipeline::finish_oldest() {

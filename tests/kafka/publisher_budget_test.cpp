@@ -121,9 +121,11 @@ TEST_CASE("an event just within the emitter's record limit is produced: both end
 TEST_CASE("a record the producer refuses as too large is DEAD at once with RECORD_TOO_LARGE, the others delivered") {
   Setup s;
   // An emitter configured for larger records than this publisher's producer accepts.
-  OutboxEmitter generous{
-      s.pool,
-      {.schema = s.db.schema(), .payload_limits = {.max_bytes = 4'000'000}, .max_record_bytes = 4'000'000, .notify = false}};
+  OutboxEmitter generous{s.pool,
+                         {.schema = s.db.schema(),
+                          .payload_limits = {.max_bytes = 4'000'000},
+                          .max_record_bytes = 4'000'000,
+                          .notify = false}};
   s.emit(2, 10);
   s.emit(1, 1'500'000, &generous);
   s.emit(2, 10);

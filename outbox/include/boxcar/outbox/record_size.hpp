@@ -25,8 +25,7 @@ inline constexpr std::size_t kHeaderOverheadBytes = 10;
 /// Accumulates a record's size header by header.
 class RecordSize {
  public:
-  RecordSize(std::size_t key_bytes, std::size_t value_bytes)
-      : bytes_(kRecordOverheadBytes + key_bytes + value_bytes) {}
+  RecordSize(std::size_t key_bytes, std::size_t value_bytes) : bytes_(kRecordOverheadBytes + key_bytes + value_bytes) {}
   RecordSize& header(std::string_view name, std::size_t value_bytes) {
     bytes_ += kHeaderOverheadBytes + name.size() + value_bytes;
     return *this;
