@@ -61,8 +61,9 @@ Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
   const std::string schema = validate_schema_name(options_.schema, "schema");
   if (options_.consumers.empty()) throw ConfigError("consumers", "declare at least one consumer this module accepts");
   if (options_.max_statement_bytes == 0 || options_.max_statement_bytes > kMaxStatementBytesCeiling)
-    throw ConfigError("max_statement_bytes", "must be between 1 and " + std::to_string(kMaxStatementBytesCeiling) +
-                                                 " (PostgreSQL's jsonb limit, see docs/worker.md)");
+    throw ConfigError("inbox.max_statement_bytes", "must be between 1 and " +
+                                                       std::to_string(kMaxStatementBytesCeiling) +
+                                                       " (PostgreSQL's jsonb limit, see docs/worker.md)");
   for (const auto& consumer : options_.consumers) {
     try {
       detail::check_text_field(consumer, "consumer", true);

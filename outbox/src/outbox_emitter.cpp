@@ -72,7 +72,10 @@ std::string OutboxEmitter::notify_channel(const std::string& schema) { return "b
 OutboxEmitter::OutboxEmitter(std::shared_ptr<ConnectionPool> pool, OutboxOptions options)
     : options_(std::move(options)) {
   if (!pool) throw ConfigError("outbox.pool", "a connection pool is required");
-  if (options_.max_record_bytes == 0) throw ConfigError("outbox.max_record_bytes", "must be at least 1");
+  // In a Runtime, max_record_bytes is kafka.message.max.bytes (one limit for both ends).
+  if (options_.max_record_bytes == 0)
+    throw ConfigError("kafka.message.max.bytes",
+                      "max_record_bytes (the producer's message.max.bytes) must be at least 1");
   const std::string schema = validate_schema_name(options_.schema, "schema");
   insert_sql_ = detail::with_schema(outbox_sql::kInsert, schema);
   insert_name_ = "boxcar.outbox.insert." + schema;

@@ -65,9 +65,11 @@ Inbox& Runtime::inbox() {
   if (!impl_->inbox) {
     if (impl_->config.consumers.empty())
       throw ConfigError("consumers", "declare the consumers this module accepts (BOXCAR_CONSUMERS)");
-    impl_->inbox = std::make_unique<Inbox>(
-        impl_->pool,
-        InboxOptions{.schema = impl_->config.schema, .consumers = impl_->config.consumers, .metrics = impl_->metrics});
+    impl_->inbox = std::make_unique<Inbox>(impl_->pool,
+                                           InboxOptions{.schema = impl_->config.schema,
+                                                        .consumers = impl_->config.consumers,
+                                                        .max_statement_bytes = impl_->config.inbox_max_statement_bytes,
+                                                        .metrics = impl_->metrics});
   }
   return *impl_->inbox;
 }

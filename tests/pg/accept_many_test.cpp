@@ -232,7 +232,7 @@ TEST_CASE("the statement budget must be positive and within the jsonb ceiling") 
       Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {"orders.v1"}, .max_statement_bytes = bytes});
       FAIL("expected ConfigError");
     } catch (const ConfigError& e) {
-      CHECK(e.key() == "max_statement_bytes");
+      CHECK(e.key() == "inbox.max_statement_bytes");
     }
   }
 }

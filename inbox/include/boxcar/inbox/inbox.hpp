@@ -31,6 +31,8 @@ class AsyncNotifier;
 /// jsonb value per statement, and PostgreSQL caps a jsonb value at 256 MiB of its binary
 /// form, which can be several times the JSON text (small numbers in long arrays).
 inline constexpr std::size_t kMaxStatementBytesCeiling = 32 * 1024 * 1024;
+/// The default InboxOptions::max_statement_bytes.
+inline constexpr std::size_t kDefaultMaxStatementBytes = 16 * 1024 * 1024;
 
 struct InboxOptions {
   /// Schema holding inbox_receipts (see boxcar::migrate).
@@ -44,7 +46,7 @@ struct InboxOptions {
   /// (payload, metadata and identity; only when payload_limits.max_bytes allows such) is
   /// refused by accept() and accept_many() with INBOX_ITEM_TOO_LARGE. At most
   /// kMaxStatementBytesCeiling.
-  std::size_t max_statement_bytes = 16 * 1024 * 1024;
+  std::size_t max_statement_bytes = kDefaultMaxStatementBytes;
   /// Wake idle workers with NOTIFY after accepting (polling covers it when off).
   bool notify = true;
   /// Where accept results are counted (boxcar_inbox_accept_total); null: nowhere.
