@@ -63,7 +63,7 @@ Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
   if (options_.max_statement_bytes == 0 || options_.max_statement_bytes > kMaxStatementBytesCeiling)
     throw ConfigError("inbox.max_statement_bytes", "must be between 1 and " +
                                                        std::to_string(kMaxStatementBytesCeiling) +
-                                                       " (PostgreSQL's jsonb limit, see docs/worker.md)");
+                                                       " (PostgreSQL's jsonb limit, see docs/schema.md)");
   for (const auto& consumer : options_.consumers) {
     try {
       detail::check_text_field(consumer, "consumer", true);

@@ -246,7 +246,7 @@ std::vector<ConfigKey> build_table() {
       number(
           "inbox.max_statement_bytes", [](auto& c) -> auto& { return c.inbox_max_statement_bytes; },
           "byte budget of one accept_many statement (a larger batch takes several, in one transaction); an item "
-          "larger alone is INBOX_ITEM_TOO_LARGE. At most 33554432 (docs/worker.md)"),
+          "larger alone is INBOX_ITEM_TOO_LARGE. At most 33554432 (docs/schema.md)"),
       boolean(
           "worker.enabled", [](auto& c) -> auto& { return c.worker.enabled; }, "false: never claim"),
       list(
