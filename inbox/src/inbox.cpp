@@ -31,27 +31,6 @@ InboxConflictError conflict_error(const detail::PreparedRequest& p, std::int64_t
                                              " with different content; the stored record is unchanged");
 }
 
-// One JSON string. The fields were validated as UTF-8 without U+0000, so only quotes,
-// backslashes and control characters need escaping.
-void append_json_string(std::string& out, const std::string& value) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (const char c : value) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      out += "\\u00";
-      out += kHex[u >> 4];
-      out += kHex[u & 0xf];
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
-
 // A storage attempt that should simply run again: a concurrent batch deadlocked with
 // ours, or a retained row vanished between insert and lookup (purge).
 struct RetryBatch {};
@@ -81,6 +60,10 @@ Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
   if (!pool_) throw ConfigError("inbox.pool", "a connection pool is required");
   const std::string schema = validate_schema_name(options_.schema, "schema");
   if (options_.consumers.empty()) throw ConfigError("consumers", "declare at least one consumer this module accepts");
+  if (options_.max_statement_bytes == 0 || options_.max_statement_bytes > kMaxStatementBytesCeiling)
+    throw ConfigError("inbox.max_statement_bytes", "must be between 1 and " +
+                                                       std::to_string(kMaxStatementBytesCeiling) +
+                                                       " (PostgreSQL's jsonb limit, see docs/schema.md)");
   for (const auto& consumer : options_.consumers) {
     try {
       detail::check_text_field(consumer, "consumer", true);
@@ -127,8 +110,9 @@ Receipt Inbox::accept(const AcceptRequest& request) {
 }
 
 Receipt Inbox::accept_unmetered(const AcceptRequest& request) {
-  const auto p =
-      detail::prepare_request(request, {.consumers = queries_->consumers, .payload_limits = options_.payload_limits});
+  const auto p = detail::prepare_request(request, {.consumers = queries_->consumers,
+                                                   .payload_limits = options_.payload_limits,
+                                                   .max_statement_bytes = options_.max_statement_bytes});
 
   for (int round = 1;; ++round) {
     PooledConnection connection;
@@ -178,7 +162,9 @@ Receipt Inbox::accept_unmetered(const AcceptRequest& request) {
 std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batch) {
   std::vector<std::optional<AcceptResult>> results(batch.size());
   std::vector<std::optional<detail::PreparedRequest>> prepared(batch.size());
-  const detail::AcceptRules rules{.consumers = queries_->consumers, .payload_limits = options_.payload_limits};
+  const detail::AcceptRules rules{.consumers = queries_->consumers,
+                                  .payload_limits = options_.payload_limits,
+                                  .max_statement_bytes = options_.max_statement_bytes};
   // identity key -> index of its first valid occurrence (the one that inserts)
   std::map<std::string, std::size_t> leaders;
   std::vector<std::string> keys(batch.size());
@@ -199,29 +185,24 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
   }
 
   // Sorted by identity (std::map order), so concurrent batches take locks in one order.
-  std::string records = "[";
-  records.reserve(leaders.size() * 256);
+  // Split into statements of at most max_statement_bytes (every item fits one alone:
+  // prepare_request refused the others); they run in order in one transaction, so the
+  // batch stays all-or-nothing and the lock order holds across statements.
+  std::vector<std::string> statements;
+  std::vector<std::size_t> leaders_in_statement;
   for (const auto& [key, i] : leaders) {
     const auto& p = *prepared[i];
+    if (statements.empty() || statements.back().size() + detail::batch_record_bytes(p) > options_.max_statement_bytes) {
+      if (!statements.empty()) statements.back() += ']';
+      statements.emplace_back("[");
+      leaders_in_statement.push_back(0);
+    }
+    std::string& records = statements.back();
     if (records.size() > 1) records += ',';
-    records += "{\"i\":" + std::to_string(i) + ",\"sk\":";
-    append_json_string(records, p.scope_kind);
-    records += ",\"si\":";
-    append_json_string(records, p.scope_id);
-    records += ",\"src\":";
-    append_json_string(records, p.source);
-    records += ",\"c\":";
-    append_json_string(records, p.consumer);
-    records += ",\"m\":";
-    append_json_string(records, p.message_id);
-    records += ",\"et\":";
-    append_json_string(records, p.event_type);
-    records += ",\"sv\":" + std::to_string(p.schema_version);
-    records += ",\"p\":" + p.canonical_payload;
-    records += ",\"md\":" + p.metadata_json;
-    records += ",\"fp\":\"" + p.fingerprint + "\"}";
+    detail::append_batch_record(records, i, p);
+    ++leaders_in_statement.back();
   }
-  records += ']';
+  statements.back() += ']';
 
   struct Stored {
     std::int64_t id;
@@ -236,26 +217,29 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
     bool committing = false;
     try {
       Tx tx = pool_->begin(LoanUse::BoxcarOnly);  // only the inbox's statements
-      for (const auto& row : tx.exec_prepared(queries_->insert_many_name, queries_->insert_many, records)) {
-        detail::PreparedRequest key_of;
-        key_of.scope_kind = row["scope_kind"].c_str();
-        key_of.scope_id = row["scope_id"].c_str();
-        key_of.source = row["source"].c_str();
-        key_of.consumer = row["consumer"].c_str();
-        key_of.message_id = row["message_id"].c_str();
-        const std::string key = key_of.identity_key();
-        stored[key] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
-                             prepared[leaders.at(key)]->fingerprint, true};
-      }
-      if (stored.size() < leaders.size()) {
-        for (const auto& row : tx.exec_prepared(queries_->lookup_many_name, queries_->lookup_many, records)) {
-          const auto i = row["i"].as<std::size_t>();
-          if (stored.contains(keys[i])) continue;
-          stored[keys[i]] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
-                                   row["fingerprint"].c_str(), false};
+      for (std::size_t n = 0; n < statements.size(); ++n) {
+        const std::size_t stored_before = stored.size();
+        for (const auto& row : tx.exec_prepared(queries_->insert_many_name, queries_->insert_many, statements[n])) {
+          detail::PreparedRequest key_of;
+          key_of.scope_kind = row["scope_kind"].c_str();
+          key_of.scope_id = row["scope_id"].c_str();
+          key_of.source = row["source"].c_str();
+          key_of.consumer = row["consumer"].c_str();
+          key_of.message_id = row["message_id"].c_str();
+          const std::string key = key_of.identity_key();
+          stored[key] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
+                               prepared[leaders.at(key)]->fingerprint, true};
         }
-        if (stored.size() < leaders.size()) throw RetryBatch{};
+        if (stored.size() - stored_before < leaders_in_statement[n]) {
+          for (const auto& row : tx.exec_prepared(queries_->lookup_many_name, queries_->lookup_many, statements[n])) {
+            const auto i = row["i"].as<std::size_t>();
+            if (stored.contains(keys[i])) continue;
+            stored[keys[i]] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
+                                     row["fingerprint"].c_str(), false};
+          }
+        }
       }
+      if (stored.size() < leaders.size()) throw RetryBatch{};
       committing = true;
       tx.commit();
       break;

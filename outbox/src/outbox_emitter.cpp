@@ -42,11 +42,40 @@ void check_topic(const std::string& topic) {
 
 }  // namespace
 
+// The record the publisher will build from this row (record_mapper.cpp): an event the
+// producer refuses (MSG_SIZE_TOO_LARGE) would only fail at every publish, so refuse it here.
+void OutboxEmitter::check_record_size(const OutboxMessage& message, const EmitOptions& options, const std::string& key,
+                                      const std::string& payload, const std::string& event_id) const {
+  RecordSize size(key.size(), payload.size());
+  for (const auto& [name, value] : options.headers) size.header(name, value.size());
+  size.header(headers::kEventId, event_id.size())
+      .header(headers::kEventType, message.event_type.size())
+      .header(headers::kSchemaVersion, std::to_string(message.schema_version).size())
+      .header(headers::kTenantScope, std::string_view(to_string(options.scope.kind)).size());
+  const auto optional = [&](std::string_view name, const std::string& value) {
+    if (!value.empty()) size.header(name, value.size());
+  };
+  optional(headers::kTenantId, options.scope.id);
+  optional(headers::kCausationId, options.causation_id);
+  optional(headers::kCorrelationId, options.correlation_id);
+  optional(headers::kTraceparent, options.traceparent);
+  if (size.bytes() > options_.max_record_bytes)
+    throw OutboxValidationError("OUTBOX_EVENT_TOO_LARGE", "payload",
+                                "the Kafka record would be " + std::to_string(size.bytes()) + " bytes (payload " +
+                                    std::to_string(payload.size()) + ", key and headers); the limit is " +
+                                    std::to_string(options_.max_record_bytes) +
+                                    " (max_record_bytes, the producer's message.max.bytes)");
+}
+
 std::string OutboxEmitter::notify_channel(const std::string& schema) { return "boxcar_outbox_" + schema; }
 
 OutboxEmitter::OutboxEmitter(std::shared_ptr<ConnectionPool> pool, OutboxOptions options)
     : options_(std::move(options)) {
   if (!pool) throw ConfigError("outbox.pool", "a connection pool is required");
+  // In a Runtime, max_record_bytes is kafka.message.max.bytes (one limit for both ends).
+  if (options_.max_record_bytes == 0)
+    throw ConfigError("kafka.message.max.bytes",
+                      "max_record_bytes (the producer's message.max.bytes) must be at least 1");
   const std::string schema = validate_schema_name(options_.schema, "schema");
   insert_sql_ = detail::with_schema(outbox_sql::kInsert, schema);
   insert_name_ = "boxcar.outbox.insert." + schema;
@@ -99,6 +128,7 @@ EmittedEvent OutboxEmitter::emit(TxView tx, const OutboxMessage& message, const 
   const std::string key = !options.key.empty()        ? options.key
                           : !options.scope.id.empty() ? options.scope.id
                                                       : emitted.event_id;
+  check_record_size(message, options, key, payload, emitted.event_id);
   const auto row =
       tx.exec_prepared(insert_name_, insert_sql_, emitted.event_id, message.event_type, message.schema_version,
                        message.topic, key, to_string(options.scope.kind), options.scope.id, options.causation_id,

@@ -21,11 +21,18 @@ BatchPipeline::BatchPipeline(EventStore& store, const RecordMapper& mapper, Prod
       log_(std::move(log)) {}
 
 std::size_t BatchPipeline::step() {
-  const std::size_t claimed = start_batch();
+  std::size_t claimed = start_batch();
+  // Nothing claimed with batches in flight: nothing is due, or the next event does not
+  // fit the byte budget they leave. Finishing the oldest frees its bytes; claim again, so
+  // "nothing claimed and nothing in flight" still means nothing is due (drain() stops on it).
+  while (claimed == 0 && !in_flight_.empty()) {
+    finish_oldest();
+    claimed = start_batch();
+  }
   // Batches whose reports are all in are marked at once (latency); beyond that, wait
-  // for the oldest only when the pipeline is full or there is nothing else to do.
+  // for the oldest only when the pipeline is full.
   while (!in_flight_.empty() && producer_.complete(in_flight_.front().id)) finish_oldest();
-  if (in_flight_.size() >= options_.max_in_flight_batches || (claimed == 0 && !in_flight_.empty())) finish_oldest();
+  if (in_flight_.size() >= options_.max_in_flight_batches) finish_oldest();
   return claimed;
 }
 
@@ -35,6 +42,7 @@ void BatchPipeline::finish_all() {
 
 void BatchPipeline::abandon() {
   in_flight_.clear();
+  in_flight_bytes_ = 0;
   set_in_flight_events(0);
 }
 
@@ -44,24 +52,33 @@ void BatchPipeline::set_in_flight_events(std::size_t count) {
 }
 
 std::size_t BatchPipeline::start_batch() {
+  if (!in_flight_.empty() && in_flight_bytes_ >= options_.max_in_flight_bytes) return 0;  // budget used up
   std::string token = uuid_v7();
-  auto claimed = store_.claim(options_.batch_size, token, options_.lease);
+  const std::size_t budget = options_.max_in_flight_bytes - std::min(in_flight_bytes_, options_.max_in_flight_bytes);
+  // Nothing in flight: the oldest event goes out even if it alone exceeds the budget,
+  // or an event larger than the budget would never be published.
+  auto claimed = store_.claim(options_.batch_size, budget, in_flight_.empty(), token, options_.lease);
   if (claimed.empty()) return 0;
-  counters_.claimed += claimed.size();
+  const std::size_t count = claimed.size();
+  counters_.claimed += count;
   // Emit order within the batch, so one key's events reach its partition in order.
   std::sort(claimed.begin(), claimed.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
-  InFlight batch{.token = std::move(token), .events = {}, .id = 0};
+  InFlight batch{.token = std::move(token), .events = {}, .id = 0, .bytes = 0};
   batch.events.reserve(claimed.size());
   std::vector<KafkaRecord> records;
   records.reserve(claimed.size());
-  for (const auto& event : claimed) {
+  for (auto& event : claimed) {
     records.push_back(mapper_.map(event));
+    batch.bytes += record_bytes(records.back());
     batch.events.push_back({event.id, event.event_id, records.back().topic});
   }
+  claimed.clear();  // the payloads moved into the records; librdkafka copies them next
   batch.id = producer_.produce(records);
+  in_flight_bytes_ += batch.bytes;
+  if (in_flight_bytes_ > counters_.peak_in_flight_bytes) counters_.peak_in_flight_bytes = in_flight_bytes_;
   in_flight_.push_back(std::move(batch));
-  set_in_flight_events(in_flight_events_ + claimed.size());
-  return claimed.size();
+  set_in_flight_events(in_flight_events_ + count);
+  return count;
 }
 
 void BatchPipeline::finish_oldest() {
@@ -85,20 +102,23 @@ void BatchPipeline::finish_oldest() {
 
 void BatchPipeline::mark(const InFlight& batch, const std::vector<DeliveryOutcome>& outcomes) {
   set_in_flight_events(in_flight_events_ - batch.events.size());
+  in_flight_bytes_ -= std::min(in_flight_bytes_, batch.bytes);
   std::vector<std::int64_t> delivered;
   std::vector<std::string> delivered_event_ids;
-  std::vector<std::int64_t> failed;
-  std::string first_error;
-  std::string first_failed_event;
+  // [0]: may succeed on a retry; [1]: refused for good (too large), DEAD at once.
+  std::vector<std::int64_t> failed[2];
+  std::string first_error[2];
+  std::string first_failed_event[2];
   for (std::size_t i = 0; i < batch.events.size(); ++i) {
     if (outcomes[i].delivered) {
       delivered.push_back(batch.events[i].id);
       if (options_.on_delivered) delivered_event_ids.push_back(batch.events[i].event_id);
     } else {
-      failed.push_back(batch.events[i].id);
-      if (first_error.empty()) {
-        first_error = outcomes[i].error;
-        first_failed_event = batch.events[i].event_id;
+      const int kind = outcomes[i].permanent ? 1 : 0;
+      failed[kind].push_back(batch.events[i].id);
+      if (first_error[kind].empty()) {
+        first_error[kind] = outcomes[i].error;
+        first_failed_event[kind] = batch.events[i].event_id;
       }
     }
   }
@@ -121,20 +141,30 @@ void BatchPipeline::mark(const InFlight& batch, const std::vector<DeliveryOutcom
               *log_, LogLevel::Debug, "event published",
               {{"outcome", "delivered"}, {"event_id", batch.events[i].event_id}, {"topic", batch.events[i].topic}});
   }
-  if (!failed.empty()) {
-    for (const auto& event :
-         store_.record_failure(failed, batch.token, first_error, options_.backoff, options_.max_attempts)) {
-      const bool dead = event.status == OutboxStatus::Dead;
-      ++(dead ? counters_.dead : counters_.failed);
-      if (options_.metrics) options_.metrics->published(event.topic, dead ? "dead" : "failed");
-    }
-    log_event(*log_, LogLevel::Warn, "events not delivered, retrying with backoff",
-              {{"outcome", "failed"},
-               {"count", std::to_string(failed.size())},
-               {"batch", std::to_string(batch.events.size())},
-               {"first_event_id", first_failed_event},
-               {"error", first_error}});
+  for (const int kind : {0, 1})
+    if (!failed[kind].empty())
+      record_failures(batch, failed[kind], first_error[kind], first_failed_event[kind], kind == 1);
+}
+
+void BatchPipeline::record_failures(const InFlight& batch, const std::vector<std::int64_t>& ids,
+                                    const std::string& error, const std::string& first_event_id, bool permanent) {
+  const EventStore::FailurePolicy policy{.backoff = options_.backoff,
+                                         .max_attempts = options_.max_attempts,
+                                         .max_age = options_.max_age,
+                                         .permanent = permanent};
+  for (const auto& event : store_.record_failure(ids, batch.token, error, policy)) {
+    const bool dead = event.status == OutboxStatus::Dead;
+    ++(dead ? counters_.dead : counters_.failed);
+    if (options_.metrics) options_.metrics->published(event.topic, dead ? "dead" : "failed");
   }
+  log_event(*log_, permanent ? LogLevel::Error : LogLevel::Warn,
+            permanent ? "events refused by the producer for good (too large), now DEAD"
+                      : "events not delivered, retrying with backoff",
+            {{"outcome", permanent ? "dead" : "failed"},
+             {"count", std::to_string(ids.size())},
+             {"batch", std::to_string(batch.events.size())},
+             {"first_event_id", first_event_id},
+             {"error", error}});
 }
 
 }  // namespace boxcar::detail

@@ -1,6 +1,6 @@
-// The publishing pipeline: up to max_in_flight_batches claimed batches with the producer
-// at once, finished (marked) in claim order, so the database work of one batch overlaps
-// the Kafka round trips of the others. Used by one thread at a time (the publishing
+// The publishing pipeline: up to max_in_flight_batches claimed batches, and at most
+// max_in_flight_bytes of records, with the producer at once, finished (marked) in claim
+// order, so the database work of one batch overlaps the Kafka round trips of the others. Used by one thread at a time (the publishing
 // thread, or drain()'s caller).
 #pragma once
 
@@ -26,9 +26,10 @@ class BatchPipeline {
   BatchPipeline(EventStore& store, const RecordMapper& mapper, ProducerSlot& producer, const PublisherOptions& options,
                 PublisherCounters& counters, std::shared_ptr<spdlog::logger> log);
 
-  /// Claims the next batch and starts producing it, then finishes the batches whose
-  /// delivery reports are all in, and the oldest one when the pipeline is full or
-  /// nothing was claimed. Returns how many events it claimed.
+  /// Claims the next batch (unless the batches in flight use up the byte budget) and
+  /// starts producing it, then finishes the batches whose delivery reports are all in,
+  /// and the oldest one when the pipeline is full or nothing was claimed. Returns how
+  /// many events it claimed.
   std::size_t step();
   /// Finishes every batch in flight (their reports, or the delivery timeout).
   void finish_all();
@@ -48,12 +49,15 @@ class BatchPipeline {
     std::string token;
     std::vector<InFlightEvent> events;
     std::uint32_t id;
+    std::size_t bytes;  // record_bytes() of its records
   };
 
   std::size_t start_batch();
   void finish_oldest();
   void mark(const InFlight& batch, const std::vector<DeliveryOutcome>& outcomes);
   void set_in_flight_events(std::size_t count);
+  void record_failures(const InFlight& batch, const std::vector<std::int64_t>& ids, const std::string& error,
+                       const std::string& first_event_id, bool permanent);
 
   EventStore& store_;
   const RecordMapper& mapper_;
@@ -63,6 +67,7 @@ class BatchPipeline {
   std::shared_ptr<spdlog::logger> log_;
   std::deque<InFlight> in_flight_;
   std::size_t in_flight_events_ = 0;
+  std::size_t in_flight_bytes_ = 0;
 };
 
 }  // namespace boxcar::detail

@@ -46,18 +46,21 @@ EventStore::EventStore(std::shared_ptr<ConnectionPool> pool, const std::string& 
   mark_failed_ = detail::with_schema(publisher_sql::kMarkFailed, schema);
 }
 
-std::vector<ClaimedEvent> EventStore::claim(std::size_t limit, const std::string& token,
-                                            std::chrono::milliseconds lease) {
-  const auto rows = pool_->autocommit(names_ + "claim", claim_, static_cast<long long>(limit), token,
-                                      static_cast<long long>(lease.count()));
+std::vector<ClaimedEvent> EventStore::claim(std::size_t limit, std::size_t max_bytes, bool at_least_one,
+                                            const std::string& token, std::chrono::milliseconds lease) {
+  const auto rows =
+      pool_->autocommit(names_ + "claim", claim_, static_cast<long long>(limit), token,
+                        static_cast<long long>(lease.count()), static_cast<long long>(max_bytes), at_least_one);
   std::vector<ClaimedEvent> events;
   events.reserve(rows.size());
   for (const auto& row : rows) events.push_back(ClaimedEvent::from_row(row));
   return events;
 }
 
-std::vector<SettledEvent> EventStore::recover_expired(std::size_t limit, int max_attempts) {
-  return read_settled(pool_->autocommit(names_ + "recover", recover_, static_cast<long long>(limit), max_attempts));
+std::vector<SettledEvent> EventStore::recover_expired(std::size_t limit, int max_attempts,
+                                                      std::chrono::milliseconds max_age) {
+  return read_settled(pool_->autocommit(names_ + "recover", recover_, static_cast<long long>(limit), max_attempts,
+                                        static_cast<long long>(max_age.count())));
 }
 
 std::vector<PublishedEvent> EventStore::mark_published(std::span<const std::int64_t> ids, const std::string& token) {
@@ -70,11 +73,11 @@ std::vector<PublishedEvent> EventStore::mark_published(std::span<const std::int6
 }
 
 std::vector<SettledEvent> EventStore::record_failure(std::span<const std::int64_t> ids, const std::string& token,
-                                                     const std::string& error, const BackoffOptions& backoff,
-                                                     int max_attempts) {
+                                                     const std::string& error, const FailurePolicy& policy) {
   return read_settled(pool_->autocommit(names_ + "failed", mark_failed_, pg_array(ids), token, error,
-                                        static_cast<long long>(backoff.base.count()),
-                                        static_cast<long long>(backoff.cap.count()), max_attempts));
+                                        static_cast<long long>(policy.backoff.base.count()),
+                                        static_cast<long long>(policy.backoff.cap.count()), policy.max_attempts,
+                                        policy.permanent, static_cast<long long>(policy.max_age.count())));
 }
 
 }  // namespace boxcar::detail

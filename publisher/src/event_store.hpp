@@ -57,19 +57,33 @@ class EventStore {
  public:
   EventStore(std::shared_ptr<ConnectionPool> pool, const std::string& schema);
 
-  /// Claims up to `limit` due events, oldest first, under `token` for `lease`; spends one
-  /// attempt of each.
-  std::vector<ClaimedEvent> claim(std::size_t limit, const std::string& token, std::chrono::milliseconds lease);
+  /// Claims up to `limit` due events, oldest first, under `token` for `lease`, taking
+  /// events while their records (measured as boxcar/outbox/record_size.hpp does, from
+  /// above) total at most `max_bytes`; when `at_least_one`, the first due event is taken
+  /// even if larger. Spends one attempt of each.
+  std::vector<ClaimedEvent> claim(std::size_t limit, std::size_t max_bytes, bool at_least_one, const std::string& token,
+                                  std::chrono::milliseconds lease);
   /// Expired claims (their publisher died or hung) become due again at once, or DEAD when
-  /// `max_attempts` (> 0) is used up; returns up to `limit` of them.
-  std::vector<SettledEvent> recover_expired(std::size_t limit, int max_attempts);
+  /// `max_attempts` (> 0) is used up or they are older than `max_age` (> 0); returns up
+  /// to `limit` of them.
+  std::vector<SettledEvent> recover_expired(std::size_t limit, int max_attempts, std::chrono::milliseconds max_age);
   /// Marks the events `ids` PUBLISHED if still claimed under `token`; returns those it
   /// marked (fewer when a lease expired meanwhile).
   std::vector<PublishedEvent> mark_published(std::span<const std::int64_t> ids, const std::string& token);
+  /// How record_failure() settles the events it is given.
+  struct FailurePolicy {
+    BackoffOptions backoff;
+    /// > 0: DEAD (ATTEMPTS_EXHAUSTED) once this many attempts were spent.
+    int max_attempts = 0;
+    /// > 0: DEAD (MAX_AGE_EXCEEDED) once the event is older than this.
+    std::chrono::milliseconds max_age{0};
+    /// The producer refused the records for good (too large): DEAD (RECORD_TOO_LARGE) now.
+    bool permanent = false;
+  };
   /// Records a failed delivery of the events `ids` still claimed under `token`: RETRYABLE
-  /// after a full-jitter `backoff`, or DEAD when `max_attempts` (> 0) is used up.
+  /// after a full-jitter backoff, or DEAD as `policy` says.
   std::vector<SettledEvent> record_failure(std::span<const std::int64_t> ids, const std::string& token,
-                                           const std::string& error, const BackoffOptions& backoff, int max_attempts);
+                                           const std::string& error, const FailurePolicy& policy);
 
  private:
   std::shared_ptr<ConnectionPool> pool_;

@@ -7,6 +7,7 @@
 
 #include "boxcar/core/error.hpp"
 #include "boxcar/core/logging.hpp"
+#include "boxcar/outbox/record_size.hpp"
 
 namespace boxcar::detail {
 namespace {
@@ -26,6 +27,8 @@ KafkaProducer::KafkaProducer(const std::map<std::string, std::string>& propertie
   // Defaults an application may override: small delivery round trips must not wait for
   // Nagle + delayed ACK (a 40 ms stall per request on quiet connections).
   set("socket.nagle.disable", "true");
+  // The emitter's record limit and the producer's are one definition (record_size.hpp).
+  set("message.max.bytes", std::to_string(kDefaultMaxRecordBytes));
   for (const auto& [name, value] : properties) {
     if ((name == "enable.idempotence" && value != "true") || (name == "acks" && value != "all" && value != "-1"))
       throw ConfigError("kafka." + name, "Boxcar's publisher always uses enable.idempotence=true and acks=all");
@@ -76,6 +79,7 @@ void KafkaProducer::on_delivery(rd_kafka_t*, const rd_kafka_message_t* message, 
   // POSSIBLY_PERSISTED both leave the event for a retry (its id lets consumers dedupe).
   outcome.delivered = message->err == RD_KAFKA_RESP_ERR_NO_ERROR;
   outcome.error = outcome.delivered ? "" : rd_kafka_err2str(message->err);
+  outcome.permanent = message->err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
   if (batch->second.pending > 0) --batch->second.pending;
 }
 
@@ -144,6 +148,8 @@ std::uint32_t KafkaProducer::produce(const std::vector<KafkaRecord>& records) {
       }
       rd_kafka_headers_destroy(headers);
       batch.outcomes[i].error = std::string("not produced: ") + rd_kafka_err2str(err);
+      // librdkafka refuses a record over message.max.bytes here, before sending it.
+      batch.outcomes[i].permanent = err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
       if (err == RD_KAFKA_RESP_ERR__FATAL) check_fatal();
       break;
     }

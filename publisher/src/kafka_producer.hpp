@@ -19,6 +19,8 @@ struct DeliveryOutcome {
   bool delivered = false;
   /// Why not, when !delivered: the delivery report's error, or why no report came.
   std::string error;
+  /// The record can never be produced as it is (larger than message.max.bytes).
+  bool permanent = false;
 };
 
 class KafkaProducer {

@@ -87,7 +87,7 @@ class Publisher::Impl {
  private:
   // The publisher's rescuer: claims whose publisher died or hung become due again (or DEAD).
   void recover_expired() {
-    const auto recovered = store_.recover_expired(options_.batch_size, options_.max_attempts);
+    const auto recovered = store_.recover_expired(options_.batch_size, options_.max_attempts, options_.max_age);
     for (const auto& event : recovered) {
       ++counters_.lease_expired;
       if (event.status != OutboxStatus::Dead) continue;

@@ -11,11 +11,11 @@ namespace boxcar::detail {
 
 struct PublisherCounters {
   std::atomic<std::uint64_t> claimed{0}, delivered{0}, failed{0}, dead{0}, fatal_errors{0}, producer_restarts{0},
-      lease_expired{0};
+      lease_expired{0}, peak_in_flight_bytes{0};
 
   PublisherStats snapshot() const {
-    return {claimed.load(),      delivered.load(),         failed.load(),       dead.load(),
-            fatal_errors.load(), producer_restarts.load(), lease_expired.load()};
+    return {claimed.load(),      delivered.load(),         failed.load(),        dead.load(),
+            fatal_errors.load(), producer_restarts.load(), lease_expired.load(), peak_in_flight_bytes.load()};
   }
 };
 

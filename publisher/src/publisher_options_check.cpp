@@ -11,6 +11,8 @@ std::string check_publisher_options(const ConnectionPool* pool, const PublisherO
   std::string schema = validate_schema_name(options.schema, "schema");
   if (options.batch_size == 0) throw ConfigError("publisher.batch_size", "must be at least 1");
   if (options.max_in_flight_batches == 0) throw ConfigError("publisher.max_in_flight_batches", "must be at least 1");
+  if (options.max_in_flight_bytes == 0) throw ConfigError("publisher.max_in_flight_bytes", "must be at least 1");
+  if (options.max_age.count() < 0) throw ConfigError("publisher.max_age_ms", "must be 0 (no limit) or more");
   if (options.max_attempts < 0) throw ConfigError("publisher.max_attempts", "must be 0 (no limit) or more");
   if (options.delivery_timeout < std::chrono::seconds(1))
     throw ConfigError("publisher.delivery_timeout_ms", "must be at least 1 s");

@@ -5,16 +5,33 @@
 namespace boxcar::publisher_sql {
 
 // Claim the oldest due events (index scan on outbox_events_due) under one token per
-// batch. FOR NO KEY UPDATE: plain FOR UPDATE would also skip rows under KEY SHARE locks.
+// batch, up to $1 events and a byte budget $4: events are taken in order while their
+// running total stays within it; the first is taken regardless when $5 (nothing else is
+// in flight), so an event larger than the budget still goes out, alone. `bytes` is an upper
+// bound of the record's size as boxcar/outbox/record_size.hpp measures it: 512 covers the
+// framing, the reserved header names and their fixed-size values (event id, schema
+// version, tenant scope). FOR NO KEY UPDATE: plain FOR UPDATE would also skip rows under
+// KEY SHARE locks. The window runs in its own CTE: FOR UPDATE cannot share a query level
+// with it; rows locked but over the budget are released when the statement ends.
 inline constexpr const char* kClaim = R"sql(
 WITH due AS (
-    SELECT id
+    SELECT id, available_at,
+           512 + octet_length(payload) + octet_length(message_key) + octet_length(headers::text)
+               + octet_length(event_type) + octet_length(tenant_id) + octet_length(causation_id)
+               + octet_length(correlation_id) + octet_length(traceparent) AS bytes
     FROM {schema}.outbox_events
     WHERE status IN ('PENDING', 'RETRYABLE')
       AND available_at <= now()
     ORDER BY available_at, id
     LIMIT $1
     FOR NO KEY UPDATE SKIP LOCKED
+),
+within_budget AS (
+    SELECT id
+    FROM (SELECT id, bytes, sum(bytes) OVER (ORDER BY available_at, id) - bytes AS bytes_before
+          FROM due) AS running
+    WHERE bytes_before + bytes <= $4::bigint
+       OR (bytes_before = 0 AND $5::boolean)
 )
 UPDATE {schema}.outbox_events AS e
 SET status = 'PUBLISHING',
@@ -22,19 +39,25 @@ SET status = 'PUBLISHING',
     lease_expires_at = now() + make_interval(secs => $3::double precision / 1000),
     attempts = e.attempts + 1,
     updated_at = now()
-FROM due
-WHERE e.id = due.id
+FROM within_budget
+WHERE e.id = within_budget.id
 RETURNING e.id, e.event_id::text AS event_id, e.event_type, e.schema_version, e.topic, e.message_key,
           e.tenant_scope, e.tenant_id, e.causation_id, e.correlation_id, e.traceparent,
           e.headers::text AS headers, e.payload, e.attempts
 )sql";
 
 // Batches whose publisher died or hung: due again at once (the same event ids go out
-// again), or DEAD when a max_attempts ($2 > 0) is used up. The topic labels the DEAD
-// ones in boxcar_publisher_events_total.
+// again), or DEAD when a max_attempts ($2 > 0) is used up or the event is older than the
+// max age ($3 ms > 0: a record that kills or hangs every publisher ends too). The topic
+// labels the DEAD ones in boxcar_publisher_events_total.
 inline constexpr const char* kRecoverExpired = R"sql(
 WITH expired AS (
-    SELECT id
+    SELECT id,
+           CASE WHEN $2 > 0 AND attempts >= $2 THEN 'LEASE_EXPIRED_EXHAUSTED'
+                WHEN $3::bigint > 0
+                     AND created_at <= now() - make_interval(secs => $3::double precision / 1000)
+                    THEN 'MAX_AGE_EXCEEDED'
+           END AS dead_reason
     FROM {schema}.outbox_events
     WHERE status = 'PUBLISHING'
       AND lease_expires_at < now()
@@ -43,8 +66,8 @@ WITH expired AS (
     FOR NO KEY UPDATE SKIP LOCKED
 )
 UPDATE {schema}.outbox_events AS e
-SET status = CASE WHEN $2 > 0 AND e.attempts >= $2 THEN 'DEAD' ELSE 'RETRYABLE' END,
-    dead_reason = CASE WHEN $2 > 0 AND e.attempts >= $2 THEN 'LEASE_EXPIRED_EXHAUSTED' END,
+SET status = CASE WHEN expired.dead_reason IS NULL THEN 'RETRYABLE' ELSE 'DEAD' END,
+    dead_reason = expired.dead_reason,
     last_error = 'the publisher holding the claim died or hung (lease expired)',
     available_at = now(),
     claim_token = NULL,
@@ -71,21 +94,41 @@ RETURNING topic, extract(epoch FROM now() - created_at)::float8 AS seconds_since
 )sql";
 
 // Not delivered: retry after a full-jitter backoff (base $4 ms doubling per attempt up to
-// cap $5 ms), or DEAD when a max_attempts ($6 > 0) is used up. $3 is the error text.
+// cap $5 ms), or DEAD: at once when the failure is permanent ($7: the producer refused the
+// record as too large, it can never be produced), when a max_attempts ($6 > 0) is used up,
+// or when the event is older than the max age ($8 ms > 0). $3 is the error text. The
+// exponent stops at 60 (2^60 ms is far past any cap): power(2, attempts - 1) overflows a
+// double past attempt 1024 and would fail the statement, leaving the batch claimed.
 inline constexpr const char* kMarkFailed = R"sql(
-UPDATE {schema}.outbox_events
-SET status = CASE WHEN $6 > 0 AND attempts >= $6 THEN 'DEAD' ELSE 'RETRYABLE' END,
-    dead_reason = CASE WHEN $6 > 0 AND attempts >= $6 THEN 'ATTEMPTS_EXHAUSTED' END,
-    available_at = now() + make_interval(secs => random() *
-        least($5::double precision, $4::double precision * power(2, attempts - 1)) / 1000),
+WITH verdict AS (
+    SELECT id,
+           CASE WHEN $7::boolean THEN 'RECORD_TOO_LARGE'
+                WHEN $6 > 0 AND attempts >= $6 THEN 'ATTEMPTS_EXHAUSTED'
+                WHEN $8::bigint > 0
+                     AND created_at <= now() - make_interval(secs => $8::double precision / 1000)
+                    THEN 'MAX_AGE_EXCEEDED'
+           END AS dead_reason,
+           least($5::double precision,
+                 $4::double precision * power(2::double precision, least(greatest(attempts - 1, 0), 60)))
+               AS backoff_ceiling_ms
+    FROM {schema}.outbox_events
+    WHERE id = ANY($1::bigint[])
+      AND claim_token = $2::uuid
+      AND status = 'PUBLISHING'
+)
+UPDATE {schema}.outbox_events AS e
+SET status = CASE WHEN verdict.dead_reason IS NULL THEN 'RETRYABLE' ELSE 'DEAD' END,
+    dead_reason = verdict.dead_reason,
+    available_at = now() + make_interval(secs => random() * verdict.backoff_ceiling_ms / 1000),
     last_error = $3,
     claim_token = NULL,
     lease_expires_at = NULL,
     updated_at = now()
-WHERE id = ANY($1::bigint[])
-  AND claim_token = $2::uuid
-  AND status = 'PUBLISHING'
-RETURNING status, topic
+FROM verdict
+WHERE e.id = verdict.id
+  AND e.claim_token = $2::uuid
+  AND e.status = 'PUBLISHING'
+RETURNING e.status, e.topic
 )sql";
 
 }  // namespace boxcar::publisher_sql

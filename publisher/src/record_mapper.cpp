@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "boxcar/outbox/record_size.hpp"
 #include "boxcar/outbox/reserved_headers.hpp"
 
 namespace boxcar::detail {
@@ -10,12 +11,12 @@ namespace boxcar::detail {
 RecordMapper::RecordMapper(std::map<std::string, std::string> topic_overrides)
     : topic_overrides_(std::move(topic_overrides)) {}
 
-KafkaRecord RecordMapper::map(const ClaimedEvent& event) const {
+KafkaRecord RecordMapper::map(ClaimedEvent& event) const {
   KafkaRecord record;
   const auto override = topic_overrides_.find(event.event_type);
   record.topic = override != topic_overrides_.end() ? override->second : event.topic;
   record.key = event.message_key;
-  record.value = event.payload;
+  record.value = std::move(event.payload);
   auto& h = record.headers;
   // The emitter rejects reserved names among the custom headers, so none is set twice.
   const auto custom_headers = nlohmann::json::parse(event.headers_json);
@@ -34,6 +35,12 @@ KafkaRecord RecordMapper::map(const ClaimedEvent& event) const {
   optional(headers::kCorrelationId, event.correlation_id);
   optional(headers::kTraceparent, event.traceparent);
   return record;
+}
+
+std::size_t record_bytes(const KafkaRecord& record) {
+  RecordSize size(record.key.size(), record.value.size());
+  for (const auto& [name, value] : record.headers) size.header(name, value.size());
+  return size.bytes();
 }
 
 }  // namespace boxcar::detail

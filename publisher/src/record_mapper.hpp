@@ -16,12 +16,18 @@ class RecordMapper {
   /// `topic_overrides`: event type → topic (PublisherOptions::topic_overrides).
   explicit RecordMapper(std::map<std::string, std::string> topic_overrides);
 
+  /// Moves the payload out of `event` (the batch would otherwise hold it twice until
+  /// produced); its other fields stay.
   /// @throws nlohmann::json::exception if the stored headers are not a JSON object of
   ///   strings (the emitter never stores such).
-  KafkaRecord map(const ClaimedEvent& event) const;
+  KafkaRecord map(ClaimedEvent& event) const;
 
  private:
   std::map<std::string, std::string> topic_overrides_;
 };
+
+/// The record's size as librdkafka counts it against message.max.bytes, from above
+/// (boxcar/outbox/record_size.hpp): what the in-flight byte budget counts.
+std::size_t record_bytes(const KafkaRecord& record);
 
 }  // namespace boxcar::detail

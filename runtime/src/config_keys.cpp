@@ -243,6 +243,10 @@ std::vector<ConfigKey> build_table() {
           check_parameters),
       list(
           "consumers", [](auto& c) -> auto& { return c.consumers; }, "declared consumers (what the inbox accepts)"),
+      number(
+          "inbox.max_statement_bytes", [](auto& c) -> auto& { return c.inbox_max_statement_bytes; },
+          "byte budget of one accept_many statement (a larger batch takes several, in one transaction); an item "
+          "larger alone is INBOX_ITEM_TOO_LARGE. At most 33554432 (docs/schema.md)"),
       boolean(
           "worker.enabled", [](auto& c) -> auto& { return c.worker.enabled; }, "false: never claim"),
       list(
@@ -287,8 +291,17 @@ std::vector<ConfigKey> build_table() {
           "publisher.max_in_flight_batches", [](auto& c) -> auto& { return c.publisher.max_in_flight_batches; },
           "batches with the producer at once (pipelining; docs/benchmarks.md)"),
       number(
+          "publisher.max_in_flight_bytes", [](auto& c) -> auto& { return c.publisher.max_in_flight_bytes; },
+          "most record bytes claimed and with the producer at once, over all batches in flight (bounds the "
+          "publisher's memory; docs/publisher.md)"),
+      number(
           "publisher.max_attempts", [](auto& c) -> auto& { return c.publisher.max_attempts; },
           "failed deliveries before DEAD; 0: retry forever", 0),
+      millis(
+          "publisher.max_age_ms", [](auto& c) -> auto& { return c.publisher.max_age; },
+          "an event still undelivered this long after its emit becomes DEAD (MAX_AGE_EXCEEDED) at its next failed "
+          "delivery; 0: retry forever",
+          0),
       millis(
           "publisher.delivery_timeout_ms", [](auto& c) -> auto& { return c.publisher.delivery_timeout; },
           "librdkafka message.timeout.ms (≥ 1000)"),

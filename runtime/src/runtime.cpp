@@ -100,6 +100,24 @@ Runtime::Runtime(RuntimeConfig config) : impl_(std::make_unique<Impl>()) {
 
 Runtime::~Runtime() { stop(); }
 
+namespace {
+
+// The emitter refuses what the publisher's producer would: one limit, message.max.bytes.
+std::size_t max_record_bytes(const RuntimeConfig& config) {
+  const auto& kafka = config.publisher.kafka;
+  const auto set = kafka.find("message.max.bytes");
+  if (set == kafka.end()) return kDefaultMaxRecordBytes;
+  try {
+    std::size_t used = 0;
+    const unsigned long long bytes = std::stoull(set->second, &used);
+    if (used == set->second.size() && bytes > 0) return bytes;
+  } catch (const std::exception&) {
+  }
+  throw ConfigError("kafka.message.max.bytes", "expects a whole number of bytes, got '" + set->second + "'");
+}
+
+}  // namespace
+
 const RuntimeConfig& Runtime::config() const noexcept { return impl_->config; }
 std::shared_ptr<ConnectionPool> Runtime::pool() const { return impl_->pool; }
 std::shared_ptr<Metrics> Runtime::metrics() const { return impl_->metrics; }
@@ -109,9 +127,11 @@ Inbox& Runtime::inbox() {
   if (!impl_->inbox) {
     if (impl_->config.consumers.empty())
       throw ConfigError("consumers", "declare the consumers this module accepts (BOXCAR_CONSUMERS)");
-    impl_->inbox = std::make_unique<Inbox>(
-        impl_->pool,
-        InboxOptions{.schema = impl_->config.schema, .consumers = impl_->config.consumers, .metrics = impl_->metrics});
+    impl_->inbox = std::make_unique<Inbox>(impl_->pool,
+                                           InboxOptions{.schema = impl_->config.schema,
+                                                        .consumers = impl_->config.consumers,
+                                                        .max_statement_bytes = impl_->config.inbox_max_statement_bytes,
+                                                        .metrics = impl_->metrics});
   }
   return *impl_->inbox;
 }
@@ -119,8 +139,10 @@ Inbox& Runtime::inbox() {
 OutboxEmitter& Runtime::outbox() {
   std::lock_guard lock(impl_->mutex);
   if (!impl_->outbox)
-    impl_->outbox = std::make_unique<OutboxEmitter>(
-        impl_->pool, OutboxOptions{.schema = impl_->config.schema, .metrics = impl_->metrics});
+    impl_->outbox =
+        std::make_unique<OutboxEmitter>(impl_->pool, OutboxOptions{.schema = impl_->config.schema,
+                                                                   .max_record_bytes = max_record_bytes(impl_->config),
+                                                                   .metrics = impl_->metrics});
   return *impl_->outbox;
 }
 

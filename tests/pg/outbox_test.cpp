@@ -221,6 +221,43 @@ TEST_CASE("emit rejects bad input before writing anything, naming the field") {
   CHECK(s.outbox_rows() == 0);
 }
 
+TEST_CASE("an emit whose Kafka record could never be produced is refused at emit time, naming the payload") {
+  Setup s;
+  // Within the payload's own 1 MiB limit, but over the producer's message.max.bytes.
+  const OutboxMessage big{
+      .event_type = "e", .schema_version = 1, .topic = "t", .payload = {{"pad", std::string(999'990, 'x')}}};
+  REQUIRE(s.outbox.options().max_record_bytes == kDefaultMaxRecordBytes);
+  Tx tx = s.pool->begin();
+  try {
+    s.outbox.emit(tx, big, {.scope = Scope::tenant("t")});
+    FAIL("expected OutboxValidationError");
+  } catch (const OutboxValidationError& e) {
+    CHECK(e.code() == "OUTBOX_EVENT_TOO_LARGE");
+    CHECK(e.field() == "payload");
+  }
+  // The headers count too: a payload that fits alone is refused with large custom headers.
+  const OutboxMessage fits{
+      .event_type = "e", .schema_version = 1, .topic = "t", .payload = {{"pad", std::string(990'000, 'x')}}};
+  CHECK_THROWS_AS(
+      s.outbox.emit(tx, fits, {.scope = Scope::tenant("t"), .headers = {{"x-big", std::string(20'000, 'h')}}}),
+      OutboxValidationError);
+  s.outbox.emit(tx, fits, {.scope = Scope::tenant("t")});
+  tx.commit();
+  CHECK(s.outbox_rows() == 1);
+  // The limit is the emitter's option, set to the producer's message.max.bytes.
+  OutboxEmitter small{s.pool, {.schema = s.db.schema(), .max_record_bytes = 4096, .notify = false}};
+  Tx tx2 = s.pool->begin();
+  CHECK_THROWS_AS(
+      small.emit(
+          tx2,
+          OutboxMessage{
+              .event_type = "e", .schema_version = 1, .topic = "t", .payload = {{"pad", std::string(4096, 'x')}}},
+          {.scope = Scope::tenant("t")}),
+      OutboxValidationError);
+  CHECK_THROWS_AS(OutboxEmitter(s.pool, {.schema = s.db.schema(), .max_record_bytes = 0, .notify = false}),
+                  ConfigError);
+}
+
 TEST_CASE("emitted events are counted when their transaction commits, never when it rolls back") {
   TestDatabase db;
   auto metrics = std::make_shared<Metrics>();

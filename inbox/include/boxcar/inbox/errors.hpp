@@ -16,6 +16,8 @@ namespace boxcar {
 /// "payload" followed by the JSON Pointer of the offending value ("payload/items/3").
 /// Codes: INBOX_FIELD_REQUIRED, INBOX_FIELD_TOO_LONG, INBOX_FIELD_INVALID (bad UTF-8 or
 /// U+0000), INBOX_SCOPE_INVALID, INBOX_UNKNOWN_CONSUMER, INBOX_SCHEMA_VERSION_INVALID,
+/// INBOX_ITEM_TOO_LARGE (field "payload": the item alone exceeds
+/// InboxOptions::max_statement_bytes, so no statement could ever carry it),
 /// and for payloads the JSON_* codes of JsonValueError (JSON_TOO_DEEP, ...).
 class InboxValidationError final : public Error {
  public:

@@ -27,6 +27,13 @@ namespace detail {
 class AsyncNotifier;
 }
 
+/// The largest InboxOptions::max_statement_bytes: accept_many's records travel as one
+/// jsonb value per statement, and PostgreSQL caps a jsonb value at 256 MiB of its binary
+/// form, which can be several times the JSON text (small numbers in long arrays).
+inline constexpr std::size_t kMaxStatementBytesCeiling = 32 * 1024 * 1024;
+/// The default InboxOptions::max_statement_bytes.
+inline constexpr std::size_t kDefaultMaxStatementBytes = 16 * 1024 * 1024;
+
 struct InboxOptions {
   /// Schema holding inbox_receipts (see boxcar::migrate).
   std::string schema = "boxcar";
@@ -34,6 +41,12 @@ struct InboxOptions {
   std::vector<std::string> consumers{};
   /// Payload limits: nesting depth and canonical size.
   CanonicalLimits payload_limits{};
+  /// Byte budget of one statement: accept_many() sends a batch as statements of at most
+  /// this many bytes of records (in one transaction), and an item larger than it alone
+  /// (payload, metadata and identity; only when payload_limits.max_bytes allows such) is
+  /// refused by accept() and accept_many() with INBOX_ITEM_TOO_LARGE. At most
+  /// kMaxStatementBytesCeiling.
+  std::size_t max_statement_bytes = kDefaultMaxStatementBytes;
   /// Wake idle workers with NOTIFY after accepting (polling covers it when off).
   bool notify = true;
   /// Where accept results are counted (boxcar_inbox_accept_total); null: nowhere.
@@ -78,7 +91,8 @@ class Inbox {
   /// - new identity: Receipt{Accepted, id, PENDING};
   /// - same identity, same fingerprint: Receipt{Duplicate, id, current status}, the
   ///   stored row untouched;
-  /// @throws InboxValidationError before touching the database;
+  /// @throws InboxValidationError before touching the database (INBOX_ITEM_TOO_LARGE when
+  ///   the item exceeds options().max_statement_bytes);
   /// @throws InboxConflictError for the same identity with a different fingerprint;
   /// @throws InboxStorageError when the database fails (uncertain() when the write may
   ///   have committed).
@@ -87,7 +101,9 @@ class Inbox {
   /// Accepts a batch in one transaction and returns one result per item, in input
   /// order. Identities repeated inside the batch collapse onto one receipt (the first
   /// is Accepted, repeats Duplicate; a repeat with other content is a conflict). An
-  /// invalid or conflicting item does not affect the others.
+  /// invalid or conflicting item does not affect the others, nor does an item too large
+  /// ever to be stored (INBOX_ITEM_TOO_LARGE). A batch over options().max_statement_bytes
+  /// is written by several statements in that one transaction: any size is accepted whole.
   /// @throws InboxStorageError when the transaction fails: then no item was recorded
   ///   (or, if uncertain(), all or none were).
   std::vector<AcceptResult> accept_many(std::span<const AcceptRequest> batch);

@@ -11,7 +11,9 @@ namespace boxcar {
 /// "schema_version", "topic", "tenant_id", "key", "causation_id", "correlation_id",
 /// "traceparent", "headers/<name>", or "payload" + JSON Pointer.
 /// Codes: OUTBOX_FIELD_REQUIRED, OUTBOX_FIELD_TOO_LONG, OUTBOX_FIELD_INVALID,
-/// OUTBOX_TENANT_SCOPE_INVALID, OUTBOX_SCHEMA_VERSION_INVALID, and the JSON_* codes.
+/// OUTBOX_TENANT_SCOPE_INVALID, OUTBOX_SCHEMA_VERSION_INVALID, OUTBOX_EVENT_TOO_LARGE
+/// (field "payload": the Kafka record would exceed OutboxOptions::max_record_bytes, the
+/// producer's message.max.bytes), and the JSON_* codes.
 /// Permanent: the same event fails the same way on every retry, so a handler that lets
 /// it escape sends its receipt to DEAD at once.
 class OutboxValidationError final : public PermanentError {

@@ -17,6 +17,7 @@
 
 #include "boxcar/outbox/errors.hpp"
 #include "boxcar/outbox/outbox_event.hpp"
+#include "boxcar/outbox/record_size.hpp"
 #include "boxcar/core/canonical_json.hpp"
 #include "boxcar/core/metrics.hpp"
 #include "boxcar/core/scope.hpp"
@@ -47,6 +48,10 @@ struct OutboxOptions {
   /// Schema holding outbox_events (see boxcar::migrate).
   std::string schema = "boxcar";
   CanonicalLimits payload_limits{};
+  /// Largest Kafka record an event may become (payload, key and every header the publisher
+  /// sets, measured as boxcar/outbox/record_size.hpp does): the producer's
+  /// `message.max.bytes`. A larger event could never be produced, so emit() refuses it.
+  std::size_t max_record_bytes = kDefaultMaxRecordBytes;
   /// Wake idle publishers with NOTIFY after the emitting transaction commits.
   bool notify = true;
   /// Where committed emits are counted (boxcar_outbox_emitted_total); null: nowhere.
@@ -63,7 +68,7 @@ class OutboxEmitter {
  public:
   /// `pool` is the pool the application's transactions come from; the emitter uses its
   /// connection string only for its own NOTIFY connection.
-  /// @throws ConfigError for a bad schema name or a null pool. Does not touch the database.
+  /// @throws ConfigError for a bad schema name, a null pool or max_record_bytes 0. Does not touch the database.
   OutboxEmitter(std::shared_ptr<ConnectionPool> pool, OutboxOptions options = {});
   ~OutboxEmitter();
   OutboxEmitter(const OutboxEmitter&) = delete;
@@ -72,7 +77,8 @@ class OutboxEmitter {
   /// Writes `message` into the outbox in `tx` (not committed here). The NOTIFY wake-up
   /// and the emitted_total count run after `tx` commits, never after a rollback or a
   /// rollback to a savepoint taken before the emit.
-  /// @throws OutboxValidationError before writing anything;
+  /// @throws OutboxValidationError before writing anything (OUTBOX_EVENT_TOO_LARGE,
+  ///   field "payload", when its record would exceed options().max_record_bytes);
   ///   pqxx exceptions from the insert, as any statement in `tx` would.
   EmittedEvent emit(TxView tx, const OutboxMessage& message, const EmitOptions& options);
 
@@ -93,6 +99,9 @@ class OutboxEmitter {
   const OutboxOptions& options() const noexcept { return options_; }
 
  private:
+  void check_record_size(const OutboxMessage& message, const EmitOptions& options, const std::string& key,
+                         const std::string& payload, const std::string& event_id) const;
+
   OutboxOptions options_;
   std::string insert_sql_;
   std::string insert_name_;

@@ -33,7 +33,9 @@ struct PublisherOptions {
   std::string schema = "boxcar";
   /// librdkafka properties passed through as they are (bootstrap.servers,
   /// security.protocol, sasl.*, ssl.*, linger.ms, ...). enable.idempotence=true and
-  /// acks=all are always set; setting them otherwise is a ConfigError.
+  /// acks=all are always set; setting them otherwise is a ConfigError. message.max.bytes
+  /// defaults to kDefaultMaxRecordBytes (boxcar/outbox/record_size.hpp), the emitter's
+  /// limit; set one, set the other (OutboxOptions::max_record_bytes) to the same value.
   std::map<std::string, std::string> kafka{};
   /// event type -> topic, overriding the topic an event was emitted with.
   std::map<std::string, std::string> topic_overrides{};
@@ -42,12 +44,24 @@ struct PublisherOptions {
   /// Batches with the producer at once: the next batches are claimed and produced while
   /// earlier ones wait for their delivery reports (docs/benchmarks.md).
   std::size_t max_in_flight_batches = 4;
+  /// Most record bytes (payload, key, headers: boxcar/outbox/record_size.hpp) claimed and
+  /// with the producer at once, over all batches in flight: a claim takes fewer events
+  /// than batch_size when they would exceed it, and none while the batches in flight
+  /// already use it up. One event is always taken when nothing is in flight, so an event
+  /// larger than the budget still goes out (alone). Bounds the publisher's memory, which
+  /// is otherwise batch_size × message.max.bytes × max_in_flight_batches.
+  std::size_t max_in_flight_bytes = 64 * 1024 * 1024;
   /// How long a batch's claim is owned; must exceed delivery_timeout by at least 5 s.
   std::chrono::milliseconds lease{std::chrono::seconds(90)};
   /// librdkafka's message.timeout.ms: after it, an undelivered event fails and retries.
   std::chrono::milliseconds delivery_timeout{std::chrono::seconds(30)};
   /// Failed deliveries before an event becomes DEAD; 0 retries without limit.
   int max_attempts = 0;
+  /// An event still undelivered this long after its emit becomes DEAD (MAX_AGE_EXCEEDED)
+  /// at its next failed delivery or expired claim, so an event that can never be
+  /// delivered ends within a bounded time; 0 retries without limit. A record the producer
+  /// refuses as too large (MSG_SIZE_TOO_LARGE) is DEAD at once (RECORD_TOO_LARGE).
+  std::chrono::milliseconds max_age{std::chrono::hours(24 * 7)};
   BackoffOptions backoff{.base = std::chrono::milliseconds(500), .cap = std::chrono::minutes(1)};
   /// Fallback polling when no NOTIFY arrives (and lease recovery cadence).
   std::chrono::milliseconds poll_interval{std::chrono::seconds(1)};
@@ -66,6 +80,8 @@ struct PublisherStats {
   std::uint64_t fatal_errors = 0;
   std::uint64_t producer_restarts = 0;
   std::uint64_t lease_expired = 0;
+  /// The most record bytes ever in flight at once (PublisherOptions::max_in_flight_bytes).
+  std::uint64_t peak_in_flight_bytes = 0;
 };
 
 class Publisher {

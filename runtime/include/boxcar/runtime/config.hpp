@@ -23,6 +23,7 @@
 
 #include "boxcar/ops/backlog_collector.hpp"
 #include "boxcar/runtime/http_server.hpp"
+#include "boxcar/inbox/inbox.hpp"
 #include "boxcar/runtime/probes.hpp"
 #include "boxcar/inbox/worker.hpp"
 #include "boxcar/publisher/publisher.hpp"
@@ -39,6 +40,8 @@ struct RuntimeConfig {
   /// The consumers this module declares (what its Inbox accepts); the Runtime hands them
   /// to the worker and the backlog collector.
   std::vector<std::string> consumers{};
+  /// inbox.max_statement_bytes: the Runtime inbox's InboxOptions::max_statement_bytes.
+  std::size_t inbox_max_statement_bytes = kDefaultMaxStatementBytes;
   /// The worker's options; schema, consumers and metrics are filled in by the Runtime.
   WorkerOptions worker{};
   /// The publisher's options (kafka.*, publisher.topics.*); schema and metrics are filled
