@@ -21,6 +21,7 @@
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/core/logging.hpp"
 #include "boxcar/core/sql_identifier.hpp"
+#include "boxcar/core/detail/failpoint.hpp"
 #include "boxcar/core/detail/wakeup_listener.hpp"
 #include "lease_rescuer.hpp"
 #include "message_processor.hpp"
@@ -309,6 +310,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         for (auto& r : fresh) got.push_back(std::move(r));
       }
       if (got.empty()) continue;
+      BOXCAR_FAILPOINT("worker.after_claim");
       claimed += got.size();
       stats_.claimed += got.size();
       if (options_.metrics) options_.metrics->claimed(consumer, got.size());
