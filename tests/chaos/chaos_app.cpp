@@ -4,6 +4,10 @@
 //   chaos_app mock-kafka               librdkafka's mock cluster (3 brokers); prints
 //                                      BOOTSTRAP=...; then obeys fault commands on stdin:
 //                                      "down", "up", "errors <count> <kafka error code>"
+//   chaos_app pg-proxy <host> <port>   boxcar::testing::TcpProxy in front of PostgreSQL;
+//                                      prints PORT=...; obeys "commit-reset" (the next COMMIT
+//                                      is forwarded, its answer swallowed, the client reset)
+//                                      on stdin. SIGSTOP on this process is a blackhole.
 //   chaos_app init                     migrations + the application's table
 //   chaos_app ingress <from> <to> <rate/s> <poison every>
 //                                      accepts identities msg-<from>..msg-<to>; prints each
@@ -35,6 +39,7 @@
 #include "boxcar/core/migrate.hpp"
 #include "boxcar/core/sql_identifier.hpp"
 #include "boxcar/runtime/runtime.hpp"
+#include "boxcar/testing/tcp_proxy.hpp"
 
 namespace {
 
@@ -120,6 +125,17 @@ int mock_kafka() {
   // stdin closed: the campaign is over.
   rd_kafka_mock_cluster_destroy(cluster);
   rd_kafka_destroy(handle);
+  return 0;
+}
+
+int pg_proxy(const std::string& host, int port) {
+  boxcar::testing::TcpProxy proxy(host, port);
+  std::cout << "PORT=" << proxy.port() << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line == "commit-reset") proxy.drop_response_to("COMMIT");
+    std::cout << "OK " << line << " faults=" << proxy.faults() << std::endl;
+  }
   return 0;
 }
 
@@ -215,6 +231,7 @@ int main(int argc, char** argv) {
   const std::string command = argc > 1 ? argv[1] : "";
   try {
     if (command == "mock-kafka") return mock_kafka();
+    if (command == "pg-proxy" && argc == 4) return pg_proxy(argv[2], std::stoi(argv[3]));
     if (command == "init") return init(boxcar::load_config());
     if (command == "ingress" && argc == 6)
       return ingress(boxcar::load_config(), std::stol(argv[2]), std::stol(argv[3]), std::stod(argv[4]),
