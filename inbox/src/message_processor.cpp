@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "boxcar/core/backoff.hpp"
+#include "boxcar/core/detail/failpoint.hpp"
 #include "boxcar/core/canonical_json.hpp"
 #include "boxcar/core/logging.hpp"
 #include "infrastructure_failure.hpp"
@@ -352,6 +353,7 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
       report_stale(receipt, "completion found the claim stale; the attempt rolled back");
       return;
     }
+    BOXCAR_FAILPOINT("worker.before_commit");
     try {
       tx.commit();
     } catch (const DatabaseError& e) {
@@ -362,6 +364,7 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
       }
       throw;
     }
+    BOXCAR_FAILPOINT("worker.after_commit");
     ++stats_.completed;
     observe(receipt, "completed");
     if (options_.metrics) options_.metrics->accept_to_complete(receipt.consumer, *age);

@@ -22,6 +22,7 @@
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/core/logging.hpp"
 #include "boxcar/core/sql_identifier.hpp"
+#include "boxcar/core/detail/failpoint.hpp"
 #include "boxcar/core/detail/wakeup_listener.hpp"
 #include "lease_rescuer.hpp"
 #include "message_processor.hpp"
@@ -321,6 +322,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   // Puts claims of `consumer` on the local queue for the handler threads; returns how many.
   std::size_t enqueue(const std::string& consumer, std::vector<detail::ClaimedReceipt>& got) {
     if (got.empty()) return 0;
+    BOXCAR_FAILPOINT("worker.after_claim");
     stats_.claimed += got.size();
     if (options_.metrics) options_.metrics->claimed(consumer, got.size());
     {

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "boxcar/core/detail/failpoint.hpp"
 #include "boxcar/core/logging.hpp"
 #include "boxcar/core/uuid.hpp"
 
@@ -123,6 +124,7 @@ void BatchPipeline::mark(const InFlight& batch, const std::vector<DeliveryOutcom
     }
   }
   if (!delivered.empty()) {
+    BOXCAR_FAILPOINT("publisher.before_mark");
     const auto published = store_.mark_published(delivered, batch.token);
     counters_.delivered += published.size();
     if (options_.metrics)
