@@ -166,8 +166,7 @@ TEST_CASE("readiness passes on a schema a newer build migrated compatibly and fa
 
   db.query("UPDATE {schema}.schema_migrations SET compatible_with = version WHERE version = " +
            std::to_string(build + 1));
-  CHECK(eventually([&] { return !runtime.ready(&detail) && detail.find("not compatible") != std::string::npos; },
-                   15s));
+  CHECK(eventually([&] { return !runtime.ready(&detail) && detail.find("not compatible") != std::string::npos; }, 15s));
   const auto response = http_get(runtime.http_port(), "/readyz");
   CHECK(response.status == 503);
   CHECK(nlohmann::json::parse(response.body)["checks"]["migrations"] == false);
