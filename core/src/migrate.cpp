@@ -356,7 +356,7 @@ MigrationReport migrate(const std::string& connection_string, const MigrateOptio
                              .transactional = m.transactional,
                              .backend_pid = lock.backend_pid()});
       lock.verify_held();
-      log_event(*logger("migrate"), LogLevel::Info, "applying migration",
+      log_event(*logger("migrate"), LogLevel::Debug, "applying migration",
                 {{"schema", schema}, {"version", std::to_string(m.version)}, {"name", m.name}});
       runner.apply(m);
       report.applied.push_back(m.version);

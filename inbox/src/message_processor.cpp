@@ -310,6 +310,9 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
   std::optional<FailureRecord> failure;
   // Until the handler is called, a failure is the database's, not an attempt.
   bool handler_started = false;
+  // Set when the supervisor abandoned this attempt (and terminated its session): that
+  // failure is the handler's, whatever SQLSTATE the termination produced.
+  bool abandoned = false;
   try {
     // A suspect's solo start is durable before its transaction begins: only a lease that
     // expires after it is a crash strike (docs/worker.md).
@@ -329,7 +332,7 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
     std::optional<double> age;
     try {
       {
-        const RunningHandlers running(in_flight_, watchdog, source, tx, deadline);
+        const RunningHandlers running(in_flight_, watchdog, source, tx, deadline, &abandoned);
         invoke(receipt, tx, deadline, source.signal());
       }
       if (Clock::now() >= deadline) throw HandlerTimeout("the handler returned after its deadline");
@@ -376,7 +379,7 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
                {"attempt", std::to_string(receipt.attempt)}});
     return;
   } catch (...) {
-    if (!handler_started) {
+    if (!handler_started || (!abandoned && is_database_outage(std::current_exception()))) {
       const ClaimedReceipt* unstarted[] = {&receipt};
       give_back_unstarted(unstarted, std::current_exception());
       return;
@@ -468,7 +471,8 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
             invoke(*r, tx, deadline, source.signal());
             succeeded.push_back(r);
           } catch (...) {
-            if (!savepoints || Clock::now() >= deadline) throw;
+            // A database outage breaks the batch as a whole: it is given back below.
+            if (!savepoints || Clock::now() >= deadline || is_database_outage(std::current_exception())) throw;
             FailureRecord failure = describe_current_exception(*r, deadline);
             // Throws when the transaction itself is broken: then the batch fails as a whole.
             tx.work().exec("ROLLBACK TO SAVEPOINT boxcar_message");
@@ -522,8 +526,9 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
     batch_failure = describe_current_exception(*receipts.front(), deadline);
     then = Then::EndedTransaction;
   } catch (...) {
-    if (invoked == 0) {
-      // No handler ran: the database failed first (pool, BEGIN, deadline, lock).
+    if (invoked == 0 || (!abandoned && is_database_outage(std::current_exception()))) {
+      // No handler ran (the database failed first: pool, BEGIN, deadline, lock), or the
+      // database failed under them: nothing committed, and no message is charged.
       give_back_unstarted(locked.empty() ? receipts : locked, std::current_exception());
       return;
     }

@@ -202,3 +202,52 @@ TEST_CASE("while the database is unreachable before the handler runs, attempts s
   CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows") == 1);
   CHECK(worker.stats().infrastructure_retries >= 3);
 }
+
+namespace {
+
+// A handler whose statement fails the way a full disk fails it (SQLSTATE 53100 from the
+// server), `failures` times in all, then succeeds; run in one mode or the other.
+void disk_full_under_the_handler(std::size_t batch_size, BatchFailureMode mode) {
+  Setup s;
+  for (int i = 1; i <= 3; ++i) s.inbox.accept(message(kConsumer, "m-" + std::to_string(i)));
+  std::atomic<int> failures_left{4};
+  Worker worker(
+      s.worker_pool,
+      {.schema = s.db.schema(),
+       .consumers = {kConsumer},
+       .concurrency = 1,
+       .batch_size = batch_size,
+       .batch_failure_mode = mode,
+       .lease = 3s,
+       .handler_timeout = 1s,
+       .max_attempts = 1,
+       .backoff = {.base = 20ms, .cap = 100ms},
+       .poll_interval = 50ms},
+      {{.consumer = kConsumer,
+        .supports = {{"thing.happened", 1}},
+        .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
+          insert_app_row(s.app_table, c);
+          if (failures_left.fetch_sub(1) > 0)
+            c.tx.exec("DO $$ BEGIN RAISE EXCEPTION 'could not extend file' USING ERRCODE = 'disk_full'; END $$");
+        })}});
+  worker.start();
+  CHECK(eventually(
+      [&] { return s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 3; },
+      20s));
+  worker.stop();
+  // With max_attempts = 1, one charged failure would have made a receipt DEAD.
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'DEAD'") == 0);
+  CHECK(s.db.scalar("SELECT max(attempts) FROM {schema}.inbox_receipts") == 1);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows") == 3);
+  CHECK(worker.stats().infrastructure_retries >= 1);
+}
+
+}  // namespace
+
+TEST_CASE("a database out of disk under a running handler gives the claim back without spending an attempt") {
+  disk_full_under_the_handler(1, BatchFailureMode::Rerun);
+}
+
+TEST_CASE("a database out of disk under a batch in savepoint mode charges none of its messages") {
+  disk_full_under_the_handler(3, BatchFailureMode::Savepoint);
+}

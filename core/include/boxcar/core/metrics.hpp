@@ -37,7 +37,7 @@ class Metrics {
   void abandoned_handler();
   /// boxcar_worker_infrastructure_retries_total{consumer,reason}: claims given back without
   /// spending an attempt because the database failed before their handler ran; reason is
-  /// pool_timeout|connection_lost|database_error|other.
+  /// pool_timeout|connection_lost|insufficient_resources|database_error|other.
   void infrastructure_retry(const std::string& consumer, std::string_view reason);
   /// boxcar_worker_crash_strikes_total{consumer}: leases that expired while their receipt
   /// ran alone in the suspect lane (the worker process died or hung on it).
