@@ -379,7 +379,10 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
                {"attempt", std::to_string(receipt.attempt)}});
     return;
   } catch (...) {
-    if (!handler_started || (!abandoned && is_database_outage(std::current_exception()))) {
+    // Past the deadline the session may have been ended by the deadline itself
+    // (idle_in_transaction_session_timeout): that looks like a lost connection, but it is
+    // the handler's timeout, an attempt.
+    if (!handler_started || (!abandoned && Clock::now() < deadline && is_database_outage(std::current_exception()))) {
       const ClaimedReceipt* unstarted[] = {&receipt};
       give_back_unstarted(unstarted, std::current_exception());
       return;
@@ -526,7 +529,7 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
     batch_failure = describe_current_exception(*receipts.front(), deadline);
     then = Then::EndedTransaction;
   } catch (...) {
-    if (invoked == 0 || (!abandoned && is_database_outage(std::current_exception()))) {
+    if (invoked == 0 || (!abandoned && Clock::now() < deadline && is_database_outage(std::current_exception()))) {
       // No handler ran (the database failed first: pool, BEGIN, deadline, lock), or the
       // database failed under them: nothing committed, and no message is charged.
       give_back_unstarted(locked.empty() ? receipts : locked, std::current_exception());

@@ -79,7 +79,11 @@ void KafkaProducer::on_delivery(rd_kafka_t*, const rd_kafka_message_t* message, 
   // POSSIBLY_PERSISTED both leave the event for a retry (its id lets consumers dedupe).
   outcome.delivered = message->err == RD_KAFKA_RESP_ERR_NO_ERROR;
   outcome.error = outcome.delivered ? "" : rd_kafka_err2str(message->err);
-  outcome.permanent = message->err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
+  // A broker's MSG_SIZE_TOO_LARGE is not proof that this record can never be produced: it
+  // answers for a whole message set (and an injected or transient one looks the same). Only
+  // librdkafka's own refusal at producev(), for this record alone, is final; a broker's is
+  // retried, and publisher.max_attempts / max_age_ms bound it.
+  outcome.permanent = false;
   if (batch->second.pending > 0) --batch->second.pending;
 }
 
