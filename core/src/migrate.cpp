@@ -251,14 +251,10 @@ int latest_migration_version() {
 }
 
 int applied_migration_version(const std::string& connection_string, const MigrateOptions& options) {
-  validate_schema_name(options.schema);
-  return applied_migration_version(*open_for(connection_string, "reading the applied migration version"), options);
-}
-
-int applied_migration_version(pqxx::connection& connection, const MigrateOptions& options) {
   const std::string schema = validate_schema_name(options.schema);
+  const auto connection = open_for(connection_string, "reading the applied migration version");
   try {
-    const auto applied = read_applied(connection, schema);
+    const auto applied = read_applied(*connection, schema);
     return applied.empty() ? 0 : applied.rbegin()->first;
   } catch (...) {
     throw detail::to_database_error(std::current_exception(), "reading the applied migration version", false);

@@ -13,6 +13,9 @@ struct InfrastructureFailure {
   /// database_error or other.
   std::string reason;
   std::string message;
+  /// The database itself failed (connection lost, out of resources, shutting down, I/O),
+  /// not the statement: see is_database_outage().
+  bool outage = false;
 };
 
 /// Classifies the exception `error` (thrown while acquiring a connection, beginning the

@@ -94,11 +94,6 @@ int latest_migration_version();
 /// @throws DatabaseError, ConfigError
 int applied_migration_version(const std::string& connection_string, const MigrateOptions& options = {});
 
-/// The same on a connection the caller keeps open: a readiness check asks it on every
-/// refresh through one session instead of opening one each time.
-/// @throws DatabaseError (the connection may then be broken: reopen it), ConfigError
-int applied_migration_version(pqxx::connection& connection, const MigrateOptions& options = {});
-
 /// Whether this build may run against the schema as it is.
 struct SchemaCompatibility {
   /// Highest version applied (0: none) and highest this build embeds.
