@@ -38,7 +38,7 @@ INSERT INTO {schema}.inbox_receipts
     (scope_kind, scope_id, source, consumer, message_id,
      event_type, schema_version, payload, metadata, fingerprint)
 SELECT b.sk, b.si, b.src, b.c, b.m, b.et, b.sv, b.p, b.md, b.fp
-FROM jsonb_to_recordset($1::jsonb)
+FROM pg_catalog.jsonb_to_recordset($1::jsonb)
     AS b(i integer, sk text, si text, src text, c text, m text,
          et text, sv integer, p jsonb, md jsonb, fp text)
 ON CONFLICT (consumer, source, scope_kind, scope_id, message_id) DO NOTHING
@@ -48,7 +48,7 @@ RETURNING id, status, scope_kind, scope_id, source, consumer, message_id
 // accept_many: the stored rows for identities the insert did nothing for.
 inline constexpr const char* kLookupMany = R"sql(
 SELECT b.i, r.id, r.status, r.fingerprint
-FROM jsonb_to_recordset($1::jsonb)
+FROM pg_catalog.jsonb_to_recordset($1::jsonb)
     AS b(i integer, sk text, si text, src text, c text, m text)
 JOIN {schema}.inbox_receipts AS r
   ON r.consumer = b.c

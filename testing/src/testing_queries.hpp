@@ -24,9 +24,9 @@ WITH due AS (
 )
 UPDATE {schema}.outbox_events AS e
 SET status = 'PUBLISHED',
-    published_at = now(),
+    published_at = pg_catalog.now(),
     attempts = e.attempts + 1,
-    updated_at = now()
+    updated_at = pg_catalog.now()
 FROM due
 WHERE e.id = due.id
 RETURNING e.event_id::text, e.event_type, e.schema_version, e.topic, e.message_key, e.tenant_id,
