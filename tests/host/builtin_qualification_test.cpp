@@ -27,8 +27,8 @@ std::vector<NamedStatement> every_statement() {
   std::vector<NamedStatement> all;
   for (auto part :
        {boxcar::detail::core_statements(), boxcar::detail::core_unprepared_statements(),
-        boxcar::detail::inbox_statements(), boxcar::detail::outbox_statements(),
-        boxcar::detail::publisher_statements(), boxcar::detail::ops_statements(), boxcar::detail::testing_statements()})
+        boxcar::detail::inbox_statements(), boxcar::detail::outbox_statements(), boxcar::detail::publisher_statements(),
+        boxcar::detail::ops_statements(), boxcar::detail::testing_statements()})
     all.insert(all.end(), part.begin(), part.end());
   return all;
 }
@@ -70,8 +70,9 @@ TEST_CASE("the qualification check reports unqualified calls and accepts qualifi
       {"h", "INSERT INTO {schema}.t (a, b) VALUES ($1, COALESCE($2, ''))"},
       {"i", "WITH due AS (SELECT id FROM {schema}.t WHERE id IN (1, 2) AND EXISTS (SELECT 1)) SELECT 1"},
       {"j", "SELECT * FROM ROWS FROM (pg_catalog.unnest($1::bigint[])) AS c(id)"},
-      {"k", "SELECT GREATEST(1, 2), least(3, 4), NULLIF(1, 2), EXTRACT(epoch FROM pg_catalog.now()), "
-            "CAST(1 AS text), 1 = ANY ($1::int[]), pg_catalog.count(*) FILTER (WHERE true) OVER (PARTITION BY 1)"},
+      {"k",
+       "SELECT GREATEST(1, 2), least(3, 4), NULLIF(1, 2), EXTRACT(epoch FROM pg_catalog.now()), "
+       "CAST(1 AS text), 1 = ANY ($1::int[]), pg_catalog.count(*) FILTER (WHERE true) OVER (PARTITION BY 1)"},
       {"l", "SELECT /* now() */ {schema}.failure_fingerprint('a', 'b')"}};
   CHECK(unqualified_calls(good).empty());
 }

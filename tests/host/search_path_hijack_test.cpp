@@ -17,6 +17,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include <chrono>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -58,10 +59,9 @@ const std::string kOrders = "orders.projection.v1";
 // extract/date_part, which the parser writes for EXTRACT.
 std::set<std::string> builtins_boxcar_calls() {
   std::set<std::string> names = {"extract", "date_part"};
-  for (const auto& part :
-       {detail::core_statements(), detail::core_unprepared_statements(), detail::inbox_statements(),
-        detail::outbox_statements(), detail::publisher_statements(), detail::ops_statements(),
-        detail::testing_statements()})
+  for (const auto& part : {detail::core_statements(), detail::core_unprepared_statements(), detail::inbox_statements(),
+                           detail::outbox_statements(), detail::publisher_statements(), detail::ops_statements(),
+                           detail::testing_statements()})
     for (const auto& statement : part)
       for (const auto& call : sql_calls(statement.sql))
         if (call.name.rfind("pg_catalog.", 0) == 0) names.insert(call.name.substr(11));
@@ -287,9 +287,10 @@ AcceptRequest order(const std::string& id) {
 
 }  // namespace
 
-TEST_CASE("functions and operators planted before pg_catalog on the search_path are never called by migrate, "
-          "accept, work, publish, collect or the operator commands",
-          "[search_path]") {
+TEST_CASE(
+    "functions and operators planted before pg_catalog on the search_path are never called by migrate, "
+    "accept, work, publish, collect or the operator commands",
+    "[search_path]") {
   TestDatabase db;  // names the planted schema and role; assertions use its clean sessions
   const auto builtins = builtins_boxcar_calls();
   REQUIRE(builtins.count("now") == 1);
@@ -302,160 +303,171 @@ TEST_CASE("functions and operators planted before pg_catalog on the search_path 
     WARN("not planted: " << skipped);
   const std::string url = planted.hijacked_url();
 
-  // migrate: a fresh schema (bootstrap, lock, every migration, records), then the no-op run.
-  TestSchema app(url);
-  CHECK(migrate(url, {.schema = app.schema()}).applied.empty());
-  auto count = [&](const std::string& sql) {
-    pqxx::connection c(db.url());  // a clean search_path: assertions must not call plants
-    return pqxx::nontransaction(c).exec1(detail::with_schema(sql, app.schema()))[0].as<std::int64_t>();
-  };
-  auto exec = [&](const std::string& sql) {
-    pqxx::connection c(db.url());
-    pqxx::nontransaction(c).exec(detail::with_schema(sql, app.schema()));
-  };
-  exec("CREATE TABLE {schema}.order_projection (order_id text NOT NULL, search_path text NOT NULL)");
-  const std::string projection = app.qualified("{schema}.order_projection");
+  // The pipeline runs in a lambda so that, should it fail, the plants it called are still
+  // reported below.
+  std::optional<TestSchema> app;
+  auto pipeline = [&] {
+    // migrate: a fresh schema (bootstrap, lock, every migration, records), then the no-op run.
+    app.emplace(url);
+    CHECK(migrate(url, {.schema = app->schema()}).applied.empty());
+    auto count = [&](const std::string& sql) {
+      pqxx::connection c(db.url());  // a clean search_path: assertions must not call plants
+      return pqxx::nontransaction(c).exec1(detail::with_schema(sql, app->schema()))[0].as<std::int64_t>();
+    };
+    auto exec = [&](const std::string& sql) {
+      pqxx::connection c(db.url());
+      pqxx::nontransaction(c).exec(detail::with_schema(sql, app->schema()));
+    };
+    exec("CREATE TABLE {schema}.order_projection (order_id text NOT NULL, search_path text NOT NULL)");
+    const std::string projection = app->qualified("{schema}.order_projection");
 
-  auto pool = app.pool(8);
-  Inbox inbox(pool, {.schema = app.schema(), .consumers = {kOrders}});  // notifies after each accept
-  OutboxEmitter outbox(pool, {.schema = app.schema()});
-  auto metrics = std::make_shared<Metrics>();
-  BacklogCollector collector(pool, metrics, {.schema = app.schema(), .declared_consumers = {kOrders}});
+    auto pool = app->pool(8);
+    Inbox inbox(pool, {.schema = app->schema(), .consumers = {kOrders}});  // notifies after each accept
+    OutboxEmitter outbox(pool, {.schema = app->schema()});
+    auto metrics = std::make_shared<Metrics>();
+    BacklogCollector collector(pool, metrics, {.schema = app->schema(), .declared_consumers = {kOrders}});
 
-  // accept and accept_many, with a duplicate through each.
-  for (const auto* id : {"ok-1", "ok-2", "flaky-1", "poison-1"})
-    CHECK(inbox.accept(order(id)).kind == Receipt::Kind::Accepted);
-  CHECK(inbox.accept(order("ok-1")).kind == Receipt::Kind::Duplicate);
-  const std::vector<AcceptRequest> batch = {order("ok-3"), order("ok-4"), order("flaky-2"), order("ok-1")};
-  const auto results = inbox.accept_many(batch);
-  REQUIRE(results.size() == 4);
-  for (const auto& result : results) CHECK(result.ok());
-  CHECK(results[3].receipt().kind == Receipt::Kind::Duplicate);
-  CHECK_NOTHROW(collector.collect_once());
+    // accept and accept_many, with a duplicate through each.
+    for (const auto* id : {"ok-1", "ok-2", "flaky-1", "poison-1"})
+      CHECK(inbox.accept(order(id)).kind == Receipt::Kind::Accepted);
+    CHECK(inbox.accept(order("ok-1")).kind == Receipt::Kind::Duplicate);
+    const std::vector<AcceptRequest> batch = {order("ok-3"), order("ok-4"), order("flaky-2"), order("ok-1")};
+    const auto results = inbox.accept_many(batch);
+    REQUIRE(results.size() == 4);
+    for (const auto& result : results) CHECK(result.ok());
+    CHECK(results[3].receipt().kind == Receipt::Kind::Duplicate);
+    CHECK_NOTHROW(collector.collect_once());
 
-  // The handler: flaky-* fails its first attempt, poison-* is permanent; the rest write a
-  // row in context.tx, with the search_path the handler sees, and emit an event.
-  auto handle = [&](const nlohmann::json&, HandlerContext& context) {
-    const std::string& id = context.message_id;
-    if (id.rfind("poison", 0) == 0) throw InboxPermanentError("order " + id + " can never be projected");
-    if (id.rfind("flaky", 0) == 0 && context.attempt == 1) throw std::runtime_error("upstream timed out");
-    context.tx.exec("INSERT INTO " + projection +
-                        " (order_id, search_path) VALUES ($1, pg_catalog.current_setting('search_path'))",
-                    id);
-    outbox.emit(context.tx, OrderProjected{id}, {.scope = context.scope, .causation_id = id});
-  };
-  auto drain_until = [&](Worker& worker, std::int64_t completed) {
-    // Retries are due within a millisecond; drain() stops when nothing is due yet.
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (count("SELECT pg_catalog.count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") < completed &&
-           std::chrono::steady_clock::now() < deadline) {
-      worker.drain();
-      std::this_thread::sleep_for(5ms);
+    // The handler: flaky-* fails its first attempt, poison-* is permanent; the rest write a
+    // row in context.tx, with the search_path the handler sees, and emit an event.
+    auto handle = [&](const nlohmann::json&, HandlerContext& context) {
+      const std::string& id = context.message_id;
+      if (id.rfind("poison", 0) == 0) throw InboxPermanentError("order " + id + " can never be projected");
+      if (id.rfind("flaky", 0) == 0 && context.attempt == 1) throw std::runtime_error("upstream timed out");
+      context.tx.exec("INSERT INTO " + projection +
+                          " (order_id, search_path) VALUES ($1, pg_catalog.current_setting('search_path'))",
+                      id);
+      outbox.emit(context.tx, OrderProjected{id}, {.scope = context.scope, .causation_id = id});
+    };
+    auto drain_until = [&](Worker& worker, std::int64_t completed) {
+      // Retries are due within a millisecond; drain() stops when nothing is due yet.
+      const auto deadline = std::chrono::steady_clock::now() + 20s;
+      while (count("SELECT pg_catalog.count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") < completed &&
+             std::chrono::steady_clock::now() < deadline) {
+        worker.drain();
+        std::this_thread::sleep_for(5ms);
+      }
+      return count("SELECT pg_catalog.count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'");
+    };
+    const WorkerOptions single{.schema = app->schema(),
+                               .consumers = {kOrders},
+                               .concurrency = 1,
+                               .max_attempts = 3,
+                               .backoff = {.base = 1ms, .cap = 1ms}};
+    {
+      Worker worker(pool, single,
+                    {{.consumer = kOrders, .supports = {{"order.created", 1}}, .handler = handler(handle)}});
+      CHECK(drain_until(worker, 6) == 6);
+
+      // Lease recovery and the suspect lane: a claim whose solo run started and whose lease
+      // expired (its worker died) takes a crash strike and runs again alone.
+      CHECK(inbox.accept(order("stuck-1")).kind == Receipt::Kind::Accepted);
+      exec(
+          "UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', claim_token = pg_catalog.gen_random_uuid(), "
+          "attempts = 1, suspect = true, solo_started_at = pg_catalog.now() - interval '2 seconds', "
+          "lease_expires_at = pg_catalog.now() - interval '1 second' WHERE message_id = 'stuck-1'");
+      CHECK(drain_until(worker, 7) == 7);
+      CHECK(count("SELECT crash_strikes FROM {schema}.inbox_receipts WHERE message_id = 'stuck-1'") == 1);
     }
-    return count("SELECT pg_catalog.count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'");
-  };
-  const WorkerOptions single{.schema = app.schema(),
-                             .consumers = {kOrders},
-                             .concurrency = 1,
-                             .max_attempts = 3,
-                             .backoff = {.base = 1ms, .cap = 1ms}};
-  {
-    Worker worker(pool, single, {{.consumer = kOrders, .supports = {{"order.created", 1}}, .handler = handler(handle)}});
-    CHECK(drain_until(worker, 6) == 6);
+    {
+      // Batch mode: flaky-3 rolls its batch back, which is re-run one message per
+      // transaction (renewing the waiting leases), and retried.
+      WorkerOptions batched = single;
+      batched.batch_size = 4;
+      batched.batch_failure_mode = BatchFailureMode::Rerun;
+      Worker worker(pool, batched,
+                    {{.consumer = kOrders, .supports = {{"order.created", 1}}, .handler = handler(handle)}});
+      const std::vector<AcceptRequest> more = {order("batch-1"), order("batch-2"), order("flaky-3"), order("batch-3")};
+      for (const auto& result : inbox.accept_many(more)) CHECK(result.ok());
+      CHECK(drain_until(worker, 11) == 11);
+    }
+    CHECK(count("SELECT pg_catalog.count(*) FROM {schema}.inbox_receipts WHERE status = 'DEAD'") == 1);
+    CHECK(count("SELECT pg_catalog.count(DISTINCT order_id) FROM {schema}.order_projection") == 11);
+    CHECK(count("SELECT pg_catalog.count(*) FROM {schema}.outbox_events") == 11);
+    CHECK_NOTHROW(collector.collect_once());
 
-    // Lease recovery and the suspect lane: a claim whose solo run started and whose lease
-    // expired (its worker died) takes a crash strike and runs again alone.
-    CHECK(inbox.accept(order("stuck-1")).kind == Receipt::Kind::Accepted);
-    exec(
-        "UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', claim_token = pg_catalog.gen_random_uuid(), "
-        "attempts = 1, suspect = true, solo_started_at = pg_catalog.now() - interval '2 seconds', "
-        "lease_expires_at = pg_catalog.now() - interval '1 second' WHERE message_id = 'stuck-1'");
-    CHECK(drain_until(worker, 7) == 7);
-    CHECK(count("SELECT crash_strikes FROM {schema}.inbox_receipts WHERE message_id = 'stuck-1'") == 1);
-  }
-  {
-    // Batch mode: flaky-3 rolls its batch back, which is re-run one message per
-    // transaction (renewing the waiting leases), and retried.
-    WorkerOptions batched = single;
-    batched.batch_size = 4;
-    batched.batch_failure_mode = BatchFailureMode::Rerun;
-    Worker worker(pool, batched,
-                  {{.consumer = kOrders, .supports = {{"order.created", 1}}, .handler = handler(handle)}});
-    const std::vector<AcceptRequest> more = {order("batch-1"), order("batch-2"), order("flaky-3"), order("batch-3")};
-    for (const auto& result : inbox.accept_many(more)) CHECK(result.ok());
-    CHECK(drain_until(worker, 11) == 11);
-  }
-  CHECK(count("SELECT pg_catalog.count(*) FROM {schema}.inbox_receipts WHERE status = 'DEAD'") == 1);
-  CHECK(count("SELECT pg_catalog.count(DISTINCT order_id) FROM {schema}.order_projection") == 11);
-  CHECK(count("SELECT pg_catalog.count(*) FROM {schema}.outbox_events") == 11);
-  CHECK_NOTHROW(collector.collect_once());
-
-  // Publish: the first delivery fails and, with max_attempts 1, its events go DEAD; the
-  // operator retries all but one of them, discards that one, and they are published.
-  MockKafka kafka;
-  kafka.create_topic(std::string(OrderProjected::topic), 1);
-  const PublisherOptions publishing{.schema = app.schema(),
-                                    .kafka = {{"bootstrap.servers", kafka.bootstrap_servers()}},
-                                    .delivery_timeout = 5s,
-                                    .max_attempts = 1,
-                                    .backoff = {.base = 1ms, .cap = 1ms},
-                                    .poll_interval = 100ms};
-  {
-    kafka.fail_next_produce_requests(1, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
-    Publisher publisher(pool, publishing);
-    publisher.drain();
-    CHECK(publisher.stats().failed + publisher.stats().dead >= 1);
-  }
-  const auto dead_events = count("SELECT pg_catalog.count(*) FROM {schema}.outbox_events WHERE status = 'DEAD'");
-  REQUIRE(dead_events >= 1);
-  CHECK_NOTHROW(collector.collect_once());
-
-  // The operator commands, each over rows they select, filter and change.
-  const auto report = status(*pool, app.schema(), {kOrders});
-  CHECK_FALSE(to_json(report).empty());
-  const auto dead_receipts = dead_list(*pool, app.schema(), RecordKind::Inbox, {.error_contains = "NEVER BE"});
-  REQUIRE(dead_receipts.size() == 1);
-  CHECK(dead_list(*pool, app.schema(), RecordKind::Inbox, {.older_than = 0s}).size() == 1);
-  CHECK(dead_groups(*pool, app.schema(), RecordKind::Inbox).size() == 1);
-  CHECK(dead_show(*pool, app.schema(), RecordKind::Inbox, dead_receipts[0].id).id == dead_receipts[0].id);
-  CHECK(dead_retry(*pool, app.schema(), RecordKind::Inbox, {.all = true}, "alice", true).ids.size() == 1);
-  CHECK(dead_discard(*pool, app.schema(), RecordKind::Inbox, {.ids = {dead_receipts[0].id}}, "alice").ids.size() == 1);
-  const auto outbox_dead = dead_list(*pool, app.schema(), RecordKind::Outbox, {.error_contains = "author"});
-  REQUIRE(static_cast<std::int64_t>(outbox_dead.size()) == dead_events);
-  CHECK(dead_groups(*pool, app.schema(), RecordKind::Outbox, {.older_than = 0s}).size() == 1);
-  CHECK(dead_show(*pool, app.schema(), RecordKind::Outbox, outbox_dead[0].id).id == outbox_dead[0].id);
-  CHECK(dead_discard(*pool, app.schema(), RecordKind::Outbox, {.ids = {outbox_dead[0].id}}, "alice").ids.size() == 1);
-  if (dead_events > 1)
-    CHECK(dead_retry(*pool, app.schema(), RecordKind::Outbox, {.all = true}, "alice").ids.size() ==
-          static_cast<std::size_t>(dead_events - 1));
-  {
-    PublisherOptions again = publishing;
-    again.max_attempts = 0;
-    Publisher publisher(pool, again);
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (count("SELECT pg_catalog.count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHED'") < 10 &&
-           std::chrono::steady_clock::now() < deadline)
+    // Publish: the first delivery fails and, with max_attempts 1, its events go DEAD; the
+    // operator retries all but one of them, discards that one, and they are published.
+    MockKafka kafka;
+    kafka.create_topic(std::string(OrderProjected::topic), 1);
+    const PublisherOptions publishing{.schema = app->schema(),
+                                      .kafka = {{"bootstrap.servers", kafka.bootstrap_servers()}},
+                                      .delivery_timeout = 5s,
+                                      .max_attempts = 1,
+                                      .backoff = {.base = 1ms, .cap = 1ms},
+                                      .poll_interval = 100ms};
+    {
+      kafka.fail_next_produce_requests(1, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+      Publisher publisher(pool, publishing);
       publisher.drain();
-  }
-  CHECK(count("SELECT pg_catalog.count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHED'") == 10);
-  CHECK(kafka.read_all(std::string(OrderProjected::topic), 10, 20s).size() >= 10);
-  CHECK_NOTHROW(collector.collect_once());
+      CHECK(publisher.stats().failed + publisher.stats().dead >= 1);
+    }
+    const auto dead_events = count("SELECT pg_catalog.count(*) FROM {schema}.outbox_events WHERE status = 'DEAD'");
+    REQUIRE(dead_events >= 1);
+    CHECK_NOTHROW(collector.collect_once());
 
-  // Retention: everything settled is past it.
-  exec("UPDATE {schema}.inbox_receipts SET completed_at = completed_at - interval '2 days' WHERE status = 'COMPLETED'");
-  exec("UPDATE {schema}.outbox_events SET published_at = published_at - interval '2 days' WHERE status = 'PUBLISHED'");
-  const auto dry = purge(*pool, app.schema(), {.inbox_retention = 24h, .outbox_retention = 24h, .dry_run = true});
-  CHECK(dry.inbox_deleted == 11);
-  CHECK(dry.outbox_deleted == 10);
-  const auto purged = purge(*pool, app.schema(), {.inbox_retention = 24h, .outbox_retention = 24h, .batch_size = 4});
-  CHECK(purged.inbox_deleted == 11);
-  CHECK(purged.outbox_deleted == 10);
-  CHECK(count("SELECT pg_catalog.count(*) FROM {schema}.inbox_receipts") == 1);  // the discarded DEAD one
+    // The operator commands, each over rows they select, filter and change.
+    const auto report = status(*pool, app->schema(), {kOrders});
+    CHECK_FALSE(to_json(report).empty());
+    const auto dead_receipts = dead_list(*pool, app->schema(), RecordKind::Inbox, {.error_contains = "NEVER BE"});
+    REQUIRE(dead_receipts.size() == 1);
+    CHECK(dead_list(*pool, app->schema(), RecordKind::Inbox, {.older_than = 0s}).size() == 1);
+    CHECK(dead_groups(*pool, app->schema(), RecordKind::Inbox).size() == 1);
+    CHECK(dead_show(*pool, app->schema(), RecordKind::Inbox, dead_receipts[0].id).id == dead_receipts[0].id);
+    CHECK(dead_retry(*pool, app->schema(), RecordKind::Inbox, {.all = true}, "alice", true).ids.size() == 1);
+    CHECK(dead_discard(*pool, app->schema(), RecordKind::Inbox, {.ids = {dead_receipts[0].id}}, "alice").ids.size() ==
+          1);
+    const auto outbox_dead = dead_list(*pool, app->schema(), RecordKind::Outbox, {.error_contains = "author"});
+    REQUIRE(static_cast<std::int64_t>(outbox_dead.size()) == dead_events);
+    CHECK(dead_groups(*pool, app->schema(), RecordKind::Outbox, {.older_than = 0s}).size() == 1);
+    CHECK(dead_show(*pool, app->schema(), RecordKind::Outbox, outbox_dead[0].id).id == outbox_dead[0].id);
+    CHECK(dead_discard(*pool, app->schema(), RecordKind::Outbox, {.ids = {outbox_dead[0].id}}, "alice").ids.size() ==
+          1);
+    if (dead_events > 1)
+      CHECK(dead_retry(*pool, app->schema(), RecordKind::Outbox, {.all = true}, "alice").ids.size() ==
+            static_cast<std::size_t>(dead_events - 1));
+    {
+      PublisherOptions again = publishing;
+      again.max_attempts = 0;
+      Publisher publisher(pool, again);
+      const auto deadline = std::chrono::steady_clock::now() + 20s;
+      while (count("SELECT pg_catalog.count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHED'") < 10 &&
+             std::chrono::steady_clock::now() < deadline)
+        publisher.drain();
+    }
+    CHECK(count("SELECT pg_catalog.count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHED'") == 10);
+    CHECK(kafka.read_all(std::string(OrderProjected::topic), 10, 20s).size() >= 10);
+    CHECK_NOTHROW(collector.collect_once());
 
-  // Handlers saw the application's own search_path: Boxcar qualified, it set nothing.
-  CHECK(count("SELECT pg_catalog.count(*) FROM {schema}.order_projection WHERE search_path <> " +
-              planted.application_search_path()) == 0);
-  pool.reset();
+    // Retention: everything settled is past it.
+    exec(
+        "UPDATE {schema}.inbox_receipts SET completed_at = completed_at - interval '2 days' WHERE status = 'COMPLETED'");
+    exec(
+        "UPDATE {schema}.outbox_events SET published_at = published_at - interval '2 days' WHERE status = 'PUBLISHED'");
+    const auto dry = purge(*pool, app->schema(), {.inbox_retention = 24h, .outbox_retention = 24h, .dry_run = true});
+    CHECK(dry.inbox_deleted == 11);
+    CHECK(dry.outbox_deleted == 10);
+    const auto purged = purge(*pool, app->schema(), {.inbox_retention = 24h, .outbox_retention = 24h, .batch_size = 4});
+    CHECK(purged.inbox_deleted == 11);
+    CHECK(purged.outbox_deleted == 10);
+    CHECK(count("SELECT pg_catalog.count(*) FROM {schema}.inbox_receipts") == 1);  // the discarded DEAD one
+
+    // Handlers saw the application's own search_path: Boxcar qualified, it set nothing.
+    CHECK(count("SELECT pg_catalog.count(*) FROM {schema}.order_projection WHERE search_path <> " +
+                planted.application_search_path()) == 0);
+  };
+  CHECK_NOTHROW(pipeline());
+  app.reset();
 
   const auto called = planted.called();
   for (const auto& plant : called) FAIL_CHECK("Boxcar called the planted " << plant);

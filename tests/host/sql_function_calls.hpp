@@ -113,9 +113,9 @@ inline std::vector<SqlCall> sql_calls(std::string_view sql) {
 /// The second group is clause structure.
 inline const std::set<std::string>& sql_grammar_keywords() {
   static const std::set<std::string> keywords = {
-      "COALESCE", "NULLIF", "GREATEST", "LEAST", "EXTRACT", "CAST", "ANY", "ALL", "SOME", "EXISTS", "IN", "ROW",
-      "AS", "FILTER", "OVER", "VALUES", "CONFLICT", "FROM", "WHERE", "AND", "OR", "NOT", "ON", "WHEN", "THEN",
-      "ELSE", "SELECT", "USING", "JOIN"};
+      "COALESCE", "NULLIF", "GREATEST", "LEAST",  "EXTRACT", "CAST",   "ANY",      "ALL",   "SOME",  "EXISTS",
+      "IN",       "ROW",    "AS",       "FILTER", "OVER",    "VALUES", "CONFLICT", "FROM",  "WHERE", "AND",
+      "OR",       "NOT",    "ON",       "WHEN",   "THEN",    "ELSE",   "SELECT",   "USING", "JOIN"};
   return keywords;
 }
 
