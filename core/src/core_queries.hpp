@@ -1,6 +1,9 @@
 // The core's own SQL: the migration runner, the notifier and the pool's session reset.
 // Values are $n; `{schema}` is replaced by the quoted schema name (detail::with_schema)
 // before preparing.
+// These statements run with the application's search_path: built-ins are called as
+// pg_catalog.<name> and operands have the exact types of a pg_catalog operator (docs/schema.md,
+// "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 #pragma once
 
 namespace boxcar::detail::core_sql {

@@ -1,5 +1,8 @@
 // Every SQL statement of the inbox's accept path. `{schema}` is replaced by the quoted
 // schema name once, when an Inbox is constructed; values are always $n parameters.
+// These statements run with the application's search_path: built-ins are called as
+// pg_catalog.<name> and operands have the exact types of a pg_catalog operator (docs/schema.md,
+// "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 #pragma once
 
 namespace boxcar::inbox_sql {

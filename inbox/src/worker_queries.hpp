@@ -1,6 +1,9 @@
 // Every SQL statement of the worker. `{schema}` is replaced by the quoted schema once;
 // values are always $n parameters. Claims lock with FOR NO KEY UPDATE SKIP LOCKED:
 // plain FOR UPDATE would also skip rows held by foreign-key KEY SHARE locks.
+// These statements run with the application's search_path: built-ins are called as
+// pg_catalog.<name> and operands have the exact types of a pg_catalog operator (docs/schema.md,
+// "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 #pragma once
 
 namespace boxcar::worker_sql {

@@ -1,5 +1,8 @@
 // The backlog collector's named queries. `{schema}` is replaced with the quoted schema
 // once, at construction (boxcar::with_schema).
+// These statements run with the application's search_path: built-ins are called as
+// pg_catalog.<name> and operands have the exact types of a pg_catalog operator (docs/schema.md,
+// "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 //
 // Each query reads exactly one partial index of docs/schema.md, whose predicate it
 // repeats literally so the planner can use it: the cost is proportional to the backlog

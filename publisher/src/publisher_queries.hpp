@@ -1,5 +1,8 @@
 // Every SQL statement of the publisher (run by EventStore, event_store.hpp). `{schema}`
 // is replaced once; values are $n; every returned column has a name, read by name.
+// These statements run with the application's search_path: built-ins are called as
+// pg_catalog.<name> and operands have the exact types of a pg_catalog operator (docs/schema.md,
+// "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 #pragma once
 
 namespace boxcar::publisher_sql {
