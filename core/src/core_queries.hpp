@@ -1,6 +1,9 @@
 // The core's own SQL: the migration runner, the notifier and the pool's session reset.
 // Values are $n; `{schema}` is replaced by the quoted schema name (detail::with_schema)
 // before preparing.
+// These statements run with the application's search_path: built-ins are called as
+// pg_catalog.<name> and operands have the exact types of a pg_catalog operator (docs/schema.md,
+// "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 #pragma once
 
 namespace boxcar::detail::core_sql {
@@ -9,7 +12,7 @@ namespace boxcar::detail::core_sql {
 // One key per schema: different schemas migrate independently, one schema's runners
 // queue up. The key is the one every earlier Boxcar used, so an old and a new runner
 // exclude each other during a rolling deploy. $1 = schema.
-#define BOXCAR_MIGRATE_LOCK_KEY "pg_catalog.hashtextextended('boxcar.migrate:' || $1, 0)"
+#define BOXCAR_MIGRATE_LOCK_KEY "pg_catalog.hashtextextended('boxcar.migrate:' || $1::text, 0)"
 
 // try, not wait: the runner polls with backoff so that the wait is bounded and reported.
 inline constexpr const char* kMigrateTryLock = "SELECT pg_catalog.pg_try_advisory_lock(" BOXCAR_MIGRATE_LOCK_KEY ")";
@@ -33,7 +36,7 @@ SELECT EXISTS (
 inline constexpr const char* kMigrateLockHolders = R"(
 SELECT a.pid,
        coalesce(a.application_name, '') AS application_name,
-       coalesce(host(a.client_addr), 'local') AS client,
+       coalesce(pg_catalog.host(a.client_addr), 'local') AS client,
        coalesce(a.state, '') AS state,
        coalesce(pg_catalog.to_char(a.backend_start, 'YYYY-MM-DD"T"HH24:MI:SSOF'), '') AS since
 FROM pg_catalog.pg_locks l
@@ -85,7 +88,7 @@ CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
     version integer PRIMARY KEY,
     name text NOT NULL,
     checksum text NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now(),
+    applied_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     compatible_with integer
 ))";
 // $1 = schema, $2 = table, $3 = column.
@@ -93,7 +96,7 @@ inline constexpr const char* kColumnExists = R"(
 SELECT EXISTS (
     SELECT 1
     FROM pg_catalog.pg_attribute a
-    WHERE a.attrelid = pg_catalog.to_regclass(pg_catalog.format('%I.%I', $1::text, $2::text))
+    WHERE a.attrelid = pg_catalog.to_regclass(pg_catalog.format('%I.%I', $1::text, $2::text))::oid
       AND a.attname = $3
       AND NOT a.attisdropped
 ) AS present)";

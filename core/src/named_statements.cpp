@@ -1,5 +1,5 @@
 // The core's named statements, for the test that prepares every component's SQL.
-// DDL (CREATE, ALTER, DROP, RESET) cannot be PREPAREd and is not listed.
+// DDL (CREATE, ALTER, DROP, RESET) cannot be PREPAREd: core_unprepared_statements() lists it.
 #include "boxcar/core/detail/named_statements.hpp"
 
 #include "core_queries.hpp"
@@ -22,6 +22,15 @@ std::vector<NamedStatement> core_statements() {
           {"core.record_migration", core_sql::kRecordMigration},
           {"core.index_invalid", core_sql::kIndexInvalid},
           {"core.notify_many", core_sql::kNotifyMany}};
+}
+
+std::vector<NamedStatement> core_unprepared_statements() {
+  return {{"core.create_schema", core_sql::kCreateSchema},
+          {"core.create_migrations_table", core_sql::kCreateMigrationsTable},
+          {"core.add_compatible_with", core_sql::kAddCompatibleWith},
+          {"core.reset_search_path", core_sql::kResetSearchPath},
+          {"core.drop_index_concurrently", core_sql::kDropIndexConcurrently},
+          {"core.reset_session", core_sql::kResetSession}};
 }
 
 }  // namespace boxcar::detail

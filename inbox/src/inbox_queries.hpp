@@ -1,5 +1,8 @@
 // Every SQL statement of the inbox's accept path. `{schema}` is replaced by the quoted
 // schema name once, when an Inbox is constructed; values are always $n parameters.
+// These statements run with the application's search_path: built-ins are called as
+// pg_catalog.<name> and operands have the exact types of a pg_catalog operator (docs/schema.md,
+// "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 #pragma once
 
 namespace boxcar::inbox_sql {
@@ -38,7 +41,7 @@ INSERT INTO {schema}.inbox_receipts
     (scope_kind, scope_id, source, consumer, message_id,
      event_type, schema_version, payload, metadata, fingerprint)
 SELECT b.sk, b.si, b.src, b.c, b.m, b.et, b.sv, b.p, b.md, b.fp
-FROM jsonb_to_recordset($1::jsonb)
+FROM pg_catalog.jsonb_to_recordset($1::jsonb)
     AS b(i integer, sk text, si text, src text, c text, m text,
          et text, sv integer, p jsonb, md jsonb, fp text)
 ON CONFLICT (consumer, source, scope_kind, scope_id, message_id) DO NOTHING
@@ -48,7 +51,7 @@ RETURNING id, status, scope_kind, scope_id, source, consumer, message_id
 // accept_many: the stored rows for identities the insert did nothing for.
 inline constexpr const char* kLookupMany = R"sql(
 SELECT b.i, r.id, r.status, r.fingerprint
-FROM jsonb_to_recordset($1::jsonb)
+FROM pg_catalog.jsonb_to_recordset($1::jsonb)
     AS b(i integer, sk text, si text, src text, c text, m text)
 JOIN {schema}.inbox_receipts AS r
   ON r.consumer = b.c

@@ -12,6 +12,7 @@
 #include "boxcar/core/canonical_json.hpp"
 #include "boxcar/core/logging.hpp"
 #include "infrastructure_failure.hpp"
+#include "worker_queries.hpp"
 
 namespace boxcar::detail {
 namespace {
@@ -161,10 +162,7 @@ void MessageProcessor::set_deadline(Tx& tx, Clock::time_point deadline) {
   // PostgreSQL 15 has no transaction_timeout: bound each statement, and the idle gaps a
   // handler leaves while it works outside the database (the session ends, its locks go).
   const long long ms = remaining_ms(deadline);
-  tx.exec(
-      "SELECT set_config('statement_timeout', $1, true), "
-      "set_config('idle_in_transaction_session_timeout', $2, true)",
-      std::to_string(ms), std::to_string(ms + 500));
+  tx.exec(worker_sql::kSetDeadline, std::to_string(ms), std::to_string(ms + 500));
 }
 
 void MessageProcessor::invoke(const ClaimedReceipt& receipt, Tx& tx, Clock::time_point deadline,

@@ -1,6 +1,9 @@
 // Every SQL statement of the worker. `{schema}` is replaced by the quoted schema once;
 // values are always $n parameters. Claims lock with FOR NO KEY UPDATE SKIP LOCKED:
 // plain FOR UPDATE would also skip rows held by foreign-key KEY SHARE locks.
+// These statements run with the application's search_path: built-ins are called as
+// pg_catalog.<name> and operands have the exact types of a pg_catalog operator (docs/schema.md,
+// "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 #pragma once
 
 namespace boxcar::worker_sql {
@@ -14,7 +17,7 @@ WITH due AS (
     FROM {schema}.inbox_receipts
     WHERE consumer = $1
       AND status IN ('PENDING', 'RETRYABLE')
-      AND available_at <= now()
+      AND available_at <= pg_catalog.now()
       AND NOT suspect
     ORDER BY available_at
     LIMIT $2
@@ -22,10 +25,10 @@ WITH due AS (
 )
 UPDATE {schema}.inbox_receipts AS r
 SET status = 'PROCESSING',
-    claim_token = gen_random_uuid(),
-    lease_expires_at = now() + make_interval(secs => $3::double precision / 1000),
+    claim_token = pg_catalog.gen_random_uuid(),
+    lease_expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $3::double precision / 1000::double precision),
     attempts = r.attempts + 1,
-    updated_at = now()
+    updated_at = pg_catalog.now()
 FROM due
 WHERE r.id = due.id
 RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
@@ -43,17 +46,17 @@ WITH due AS (
     WHERE consumer = $1
       AND suspect
       AND status IN ('PENDING', 'RETRYABLE')
-      AND available_at <= now()
+      AND available_at <= pg_catalog.now()
     ORDER BY available_at
     LIMIT 1
     FOR NO KEY UPDATE SKIP LOCKED
 )
 UPDATE {schema}.inbox_receipts AS r
 SET status = 'PROCESSING',
-    claim_token = gen_random_uuid(),
-    lease_expires_at = now() + make_interval(secs => $2::double precision / 1000),
+    claim_token = pg_catalog.gen_random_uuid(),
+    lease_expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $2::double precision / 1000::double precision),
     attempts = r.attempts + 1,
-    updated_at = now()
+    updated_at = pg_catalog.now()
 FROM due
 WHERE r.id = due.id
 RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
@@ -70,7 +73,7 @@ SELECT EXISTS (
     WHERE consumer = $1
       AND suspect
       AND status IN ('PENDING', 'RETRYABLE')
-      AND available_at <= now()
+      AND available_at <= pg_catalog.now()
 )
 )sql";
 
@@ -79,7 +82,7 @@ SELECT EXISTS (
 // expiring before (claimed, never started) is not. Guarded by the claim token.
 inline constexpr const char* kStartSolo = R"sql(
 UPDATE {schema}.inbox_receipts
-SET solo_started_at = now()
+SET solo_started_at = pg_catalog.now()
 WHERE id = $1
   AND claim_token = $2::uuid
   AND status = 'PROCESSING'
@@ -107,7 +110,7 @@ WITH expired AS (
     FROM {schema}.inbox_receipts
     WHERE consumer = $1
       AND status = 'PROCESSING'
-      AND lease_expires_at < now()
+      AND lease_expires_at < pg_catalog.now()
     ORDER BY lease_expires_at
     LIMIT $2
     FOR NO KEY UPDATE SKIP LOCKED
@@ -123,16 +126,18 @@ released AS (
         claim_token = NULL,
         lease_expires_at = NULL,
         solo_started_at = NULL,
-        available_at = CASE WHEN e.exhausted THEN r.available_at ELSE now() END,
+        available_at = CASE WHEN e.exhausted THEN r.available_at ELSE pg_catalog.now() END,
         dead_reason = CASE WHEN e.exhausted THEN 'LEASE_EXPIRED_EXHAUSTED' END,
         last_error_type = CASE WHEN e.strike THEN 'LeaseExpired' ELSE r.last_error_type END,
+        -- ::text: text || integer has no exact operator in pg_catalog (only the polymorphic
+        -- text || anynonarray), so a planted ||(text, integer) would be the better match.
         last_error = CASE WHEN e.strike
-                          THEN 'crash strike ' || (r.crash_strikes + 1) ||
+                          THEN 'crash strike ' || (r.crash_strikes + 1)::text ||
                                ': the worker process died or hung while running this message alone; ' ||
-                               r.attempts || ' of ' || $3::integer || ' attempts used, ' ||
-                               (r.attempts - r.finished_attempts) || ' ended in lease expiry'
+                               r.attempts::text || ' of ' || $3::integer::text || ' attempts used, ' ||
+                               (r.attempts - r.finished_attempts)::text || ' ended in lease expiry'
                           ELSE r.last_error END,
-        updated_at = now()
+        updated_at = pg_catalog.now()
     FROM expired AS e
     WHERE r.id = e.id
     RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
@@ -150,7 +155,7 @@ inline constexpr const char* kTerminateBackend = R"sql(
 SELECT pg_catalog.pg_terminate_backend(pid)
 FROM pg_catalog.pg_stat_activity
 WHERE pid = $1
-  AND backend_start < now() - make_interval(secs => $2::double precision / 1000)
+  AND backend_start < pg_catalog.now() - pg_catalog.make_interval(secs => $2::double precision / 1000::double precision)
 )sql";
 
 // First statement of a message transaction: the claim is still ours, and from now on a
@@ -158,7 +163,7 @@ WHERE pid = $1
 // the transaction's id (the row lock assigns one anyway): the completion checks that it
 // still runs in this transaction, which a handler's raw COMMIT or ROLLBACK would end.
 inline constexpr const char* kLock = R"sql(
-SELECT id, pg_current_xact_id()::text AS xact_id
+SELECT id, pg_catalog.pg_current_xact_id()::text AS xact_id
 FROM {schema}.inbox_receipts
 WHERE id = $1
   AND claim_token = $2::uuid
@@ -169,9 +174,9 @@ FOR NO KEY UPDATE
 // return the transaction's id as kLock does.
 // $1: bigint[] of ids, $2: uuid[] of tokens, pairwise.
 inline constexpr const char* kLockMany = R"sql(
-SELECT r.id, pg_current_xact_id()::text AS xact_id
+SELECT r.id, pg_catalog.pg_current_xact_id()::text AS xact_id
 FROM {schema}.inbox_receipts AS r
-JOIN unnest($1::bigint[], $2::uuid[]) AS c(id, token)
+JOIN ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
   ON r.id = c.id AND r.claim_token = c.token
 ORDER BY r.id
 FOR NO KEY UPDATE OF r
@@ -189,13 +194,13 @@ SET status = 'COMPLETED',
     lease_expires_at = NULL,
     solo_started_at = NULL,
     finished_attempts = finished_attempts + 1,
-    completed_at = now(),
-    updated_at = now()
+    completed_at = pg_catalog.now(),
+    updated_at = pg_catalog.now()
 WHERE id = $1
   AND claim_token = $2::uuid
   AND status = 'PROCESSING'
   AND (SELECT pg_catalog.pg_current_xact_id_if_assigned()) = $3::xid8
-RETURNING extract(epoch FROM now() - created_at)::float8
+RETURNING extract(epoch FROM pg_catalog.now() - created_at)::float8
 )sql";
 
 // kComplete for a batch; $3 as in kComplete.
@@ -206,14 +211,14 @@ SET status = 'COMPLETED',
     lease_expires_at = NULL,
     solo_started_at = NULL,
     finished_attempts = r.finished_attempts + 1,
-    completed_at = now(),
-    updated_at = now()
-FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
+    completed_at = pg_catalog.now(),
+    updated_at = pg_catalog.now()
+FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
 WHERE r.id = c.id
   AND r.claim_token = c.token
   AND r.status = 'PROCESSING'
   AND (SELECT pg_catalog.pg_current_xact_id_if_assigned()) = $3::xid8
-RETURNING r.id, extract(epoch FROM now() - r.created_at)::float8 AS age_seconds
+RETURNING r.id, extract(epoch FROM pg_catalog.now() - r.created_at)::float8 AS age_seconds
 )sql";
 
 // After a guard matched no row, or a handler failed: true when the statement no longer
@@ -230,7 +235,7 @@ inline constexpr const char* kFail = R"sql(
 UPDATE {schema}.inbox_receipts
 SET status = CASE WHEN $4 OR attempts >= $5 THEN 'DEAD' ELSE 'RETRYABLE' END,
     available_at = CASE WHEN $4 OR attempts >= $5 THEN available_at
-                        ELSE now() + make_interval(secs => $3::double precision / 1000) END,
+                        ELSE pg_catalog.now() + pg_catalog.make_interval(secs => $3::double precision / 1000::double precision) END,
     dead_reason = CASE WHEN $4 THEN $8
                        WHEN attempts >= $5 THEN 'ATTEMPTS_EXHAUSTED' END,
     claim_token = NULL,
@@ -240,7 +245,7 @@ SET status = CASE WHEN $4 OR attempts >= $5 THEN 'DEAD' ELSE 'RETRYABLE' END,
     finished_attempts = finished_attempts + 1,
     last_error_type = $6,
     last_error = $7,
-    updated_at = now()
+    updated_at = pg_catalog.now()
 WHERE id = $1
   AND claim_token = $2::uuid
   AND status = 'PROCESSING'
@@ -254,12 +259,12 @@ inline constexpr const char* kHandBack = R"sql(
 UPDATE {schema}.inbox_receipts AS r
 SET status = CASE WHEN r.attempts - 1 = 0 THEN 'PENDING' ELSE 'RETRYABLE' END,
     attempts = r.attempts - 1,
-    available_at = now() + make_interval(secs => $3::double precision / 1000),
+    available_at = pg_catalog.now() + pg_catalog.make_interval(secs => $3::double precision / 1000::double precision),
     claim_token = NULL,
     lease_expires_at = NULL,
     solo_started_at = NULL,
-    updated_at = now()
-FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
+    updated_at = pg_catalog.now()
+FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
 WHERE r.id = c.id
   AND r.claim_token = c.token
   AND r.status = 'PROCESSING'
@@ -269,15 +274,21 @@ WHERE r.id = c.id
 // the receipts still waiting for their turn, guarded by their claim tokens, so a lease
 // never has to cover more than one transaction (docs/worker.md, "How long a claim is
 // held"). $1: bigint[] of ids, $2: uuid[] of tokens, pairwise; $3: lease in ms.
-// ROWS FROM with qualified functions: the two-array unnest(a, b) is shorthand that
-// resolves each unnest through the search_path (docs/schema.md, "search_path").
 inline constexpr const char* kRenewLeases = R"sql(
 UPDATE {schema}.inbox_receipts AS r
-SET lease_expires_at = now() + make_interval(secs => $3::double precision / 1000)
+SET lease_expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $3::double precision / 1000::double precision)
 FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
 WHERE r.id = c.id
   AND r.claim_token = c.token
   AND r.status = 'PROCESSING'
+)sql";
+
+// The handler transaction's deadline ($1 ms for each statement, $2 ms for an idle gap),
+// transaction-local. It runs in the transaction the handler shares (context.tx), so it
+// qualifies set_config instead of pinning a search_path the handler would also see.
+inline constexpr const char* kSetDeadline = R"sql(
+SELECT pg_catalog.set_config('statement_timeout', $1, true),
+       pg_catalog.set_config('idle_in_transaction_session_timeout', $2, true)
 )sql";
 
 }  // namespace boxcar::worker_sql

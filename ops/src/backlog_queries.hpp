@@ -1,5 +1,8 @@
 // The backlog collector's named queries. `{schema}` is replaced with the quoted schema
 // once, at construction (boxcar::with_schema).
+// These statements run with the application's search_path: built-ins are called as
+// pg_catalog.<name> and operands have the exact types of a pg_catalog operator (docs/schema.md,
+// "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 //
 // Each query reads exactly one partial index of docs/schema.md, whose predicate it
 // repeats literally so the planner can use it: the cost is proportional to the backlog
@@ -17,9 +20,9 @@ namespace boxcar::detail::backlog_sql {
 // oldest_due_age: how long the oldest row whose available_at has passed has been due.
 inline constexpr std::string_view kInboxClaimable = R"SQL(
 SELECT consumer,
-       count(*) FILTER (WHERE status = 'PENDING') AS pending,
-       count(*) FILTER (WHERE status = 'RETRYABLE') AS retryable,
-       coalesce(extract(epoch FROM now() - min(available_at) FILTER (WHERE available_at <= now())), 0)::float8
+       pg_catalog.count(*) FILTER (WHERE status = 'PENDING') AS pending,
+       pg_catalog.count(*) FILTER (WHERE status = 'RETRYABLE') AS retryable,
+       coalesce(extract(epoch FROM pg_catalog.now() - pg_catalog.min(available_at) FILTER (WHERE available_at <= pg_catalog.now())), 0)::float8
          AS oldest_due_age
 FROM {schema}.inbox_receipts
 WHERE status IN ('PENDING', 'RETRYABLE')
@@ -31,7 +34,7 @@ GROUP BY consumer
 // visibility map is set).
 inline constexpr std::string_view kInboxProcessing = R"SQL(
 SELECT consumer,
-       count(*) AS processing
+       pg_catalog.count(*) AS processing
 FROM {schema}.inbox_receipts
 WHERE status = 'PROCESSING'
 GROUP BY consumer
@@ -42,7 +45,7 @@ GROUP BY consumer
 // discarded_at set (0003_operations.sql); they are settled, so not counted.
 inline constexpr std::string_view kInboxDead = R"SQL(
 SELECT consumer,
-       count(*) AS dead
+       pg_catalog.count(*) AS dead
 FROM {schema}.inbox_receipts
 WHERE status = 'DEAD'
   AND discarded_at IS NULL
@@ -52,9 +55,9 @@ GROUP BY consumer
 // Outbox backlog waiting for a publisher, from outbox_events_due
 // (available_at, id) WHERE status IN ('PENDING', 'RETRYABLE').
 inline constexpr std::string_view kOutboxDue = R"SQL(
-SELECT count(*) FILTER (WHERE status = 'PENDING') AS pending,
-       count(*) FILTER (WHERE status = 'RETRYABLE') AS retryable,
-       coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age
+SELECT pg_catalog.count(*) FILTER (WHERE status = 'PENDING') AS pending,
+       pg_catalog.count(*) FILTER (WHERE status = 'RETRYABLE') AS retryable,
+       coalesce(extract(epoch FROM pg_catalog.now() - pg_catalog.min(created_at)), 0)::float8 AS oldest_age
 FROM {schema}.outbox_events
 WHERE status IN ('PENDING', 'RETRYABLE')
 )SQL";
@@ -63,15 +66,15 @@ WHERE status IN ('PENDING', 'RETRYABLE')
 // WHERE status = 'PUBLISHING'. They are unpublished too, so they count towards the
 // oldest unpublished age.
 inline constexpr std::string_view kOutboxPublishing = R"SQL(
-SELECT count(*) AS publishing,
-       coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age
+SELECT pg_catalog.count(*) AS publishing,
+       coalesce(extract(epoch FROM pg_catalog.now() - pg_catalog.min(created_at)), 0)::float8 AS oldest_age
 FROM {schema}.outbox_events
 WHERE status = 'PUBLISHING'
 )SQL";
 
 // DEAD events not discarded, from outbox_events_dead (updated_at) WHERE status = 'DEAD'.
 inline constexpr std::string_view kOutboxDead = R"SQL(
-SELECT count(*) AS dead
+SELECT pg_catalog.count(*) AS dead
 FROM {schema}.outbox_events
 WHERE status = 'DEAD'
   AND discarded_at IS NULL
@@ -83,7 +86,7 @@ WHERE status = 'DEAD'
 inline constexpr std::string_view kTableHealth = R"SQL(
 SELECT c.relname AS table_name,
        coalesce(s.n_dead_tup, 0)::float8 AS dead_tuples,
-       pg_total_relation_size(c.oid)::float8 AS size_bytes
+       pg_catalog.pg_total_relation_size(c.oid)::float8 AS size_bytes
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_namespace AS n
   ON n.oid = c.relnamespace

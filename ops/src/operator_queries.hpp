@@ -37,7 +37,7 @@ SELECT consumer,
        pg_catalog.count(*) FILTER (WHERE discarded_at IS NOT NULL) AS discarded,
        coalesce((EXTRACT(epoch FROM pg_catalog.now() - pg_catalog.min(available_at) FILTER (
            WHERE status IN ('PENDING', 'RETRYABLE')
-             AND available_at <= pg_catalog.now())) * 1000)::bigint, 0) AS oldest_due_age_ms
+             AND available_at <= pg_catalog.now())) * 1000::numeric)::bigint, 0) AS oldest_due_age_ms
 FROM {schema}.inbox_receipts
 GROUP BY consumer, status
 ORDER BY consumer, status
@@ -48,7 +48,7 @@ SELECT status,
        pg_catalog.count(*) FILTER (WHERE discarded_at IS NULL) AS live,
        pg_catalog.count(*) FILTER (WHERE discarded_at IS NOT NULL) AS discarded,
        coalesce((EXTRACT(epoch FROM pg_catalog.now() - pg_catalog.min(created_at) FILTER (
-           WHERE status IN ('PENDING', 'PUBLISHING', 'RETRYABLE'))) * 1000)::bigint, 0)
+           WHERE status IN ('PENDING', 'PUBLISHING', 'RETRYABLE'))) * 1000::numeric)::bigint, 0)
            AS oldest_unpublished_age_ms
 FROM {schema}.outbox_events
 GROUP BY status
@@ -77,10 +77,10 @@ SELECT d.id,
        d.replay_count,
        d.last_replayed_by,
        d.discarded_by,
-       (EXTRACT(epoch FROM d.created_at) * 1000000)::bigint AS created_at_us,
-       (EXTRACT(epoch FROM d.updated_at) * 1000000)::bigint AS updated_at_us,
-       (EXTRACT(epoch FROM d.last_replayed_at) * 1000000)::bigint AS last_replayed_at_us,
-       (EXTRACT(epoch FROM d.discarded_at) * 1000000)::bigint AS discarded_at_us
+       (EXTRACT(epoch FROM d.created_at) * 1000000::numeric)::bigint AS created_at_us,
+       (EXTRACT(epoch FROM d.updated_at) * 1000000::numeric)::bigint AS updated_at_us,
+       (EXTRACT(epoch FROM d.last_replayed_at) * 1000000::numeric)::bigint AS last_replayed_at_us,
+       (EXTRACT(epoch FROM d.discarded_at) * 1000000::numeric)::bigint AS discarded_at_us
 FROM {schema}.inbox_dead_records AS d
 WHERE d.discarded_at IS NULL
   AND (pg_catalog.cardinality($1::bigint[]) = 0 OR d.id = ANY ($1::bigint[]))
@@ -114,10 +114,10 @@ SELECT d.id,
        d.replay_count,
        d.last_replayed_by,
        d.discarded_by,
-       (EXTRACT(epoch FROM d.created_at) * 1000000)::bigint AS created_at_us,
-       (EXTRACT(epoch FROM d.updated_at) * 1000000)::bigint AS updated_at_us,
-       (EXTRACT(epoch FROM d.last_replayed_at) * 1000000)::bigint AS last_replayed_at_us,
-       (EXTRACT(epoch FROM d.discarded_at) * 1000000)::bigint AS discarded_at_us
+       (EXTRACT(epoch FROM d.created_at) * 1000000::numeric)::bigint AS created_at_us,
+       (EXTRACT(epoch FROM d.updated_at) * 1000000::numeric)::bigint AS updated_at_us,
+       (EXTRACT(epoch FROM d.last_replayed_at) * 1000000::numeric)::bigint AS last_replayed_at_us,
+       (EXTRACT(epoch FROM d.discarded_at) * 1000000::numeric)::bigint AS discarded_at_us
 FROM {schema}.outbox_dead_records AS d
 WHERE d.discarded_at IS NULL
   AND (pg_catalog.cardinality($1::bigint[]) = 0 OR d.id = ANY ($1::bigint[]))
@@ -151,10 +151,10 @@ SELECT d.id,
        d.replay_count,
        d.last_replayed_by,
        d.discarded_by,
-       (EXTRACT(epoch FROM d.created_at) * 1000000)::bigint AS created_at_us,
-       (EXTRACT(epoch FROM d.updated_at) * 1000000)::bigint AS updated_at_us,
-       (EXTRACT(epoch FROM d.last_replayed_at) * 1000000)::bigint AS last_replayed_at_us,
-       (EXTRACT(epoch FROM d.discarded_at) * 1000000)::bigint AS discarded_at_us,
+       (EXTRACT(epoch FROM d.created_at) * 1000000::numeric)::bigint AS created_at_us,
+       (EXTRACT(epoch FROM d.updated_at) * 1000000::numeric)::bigint AS updated_at_us,
+       (EXTRACT(epoch FROM d.last_replayed_at) * 1000000::numeric)::bigint AS last_replayed_at_us,
+       (EXTRACT(epoch FROM d.discarded_at) * 1000000::numeric)::bigint AS discarded_at_us,
        d.fingerprint AS content_fingerprint,
        d.payload::text AS payload,
        d.metadata::text AS metadata
@@ -180,10 +180,10 @@ SELECT d.id,
        d.replay_count,
        d.last_replayed_by,
        d.discarded_by,
-       (EXTRACT(epoch FROM d.created_at) * 1000000)::bigint AS created_at_us,
-       (EXTRACT(epoch FROM d.updated_at) * 1000000)::bigint AS updated_at_us,
-       (EXTRACT(epoch FROM d.last_replayed_at) * 1000000)::bigint AS last_replayed_at_us,
-       (EXTRACT(epoch FROM d.discarded_at) * 1000000)::bigint AS discarded_at_us,
+       (EXTRACT(epoch FROM d.created_at) * 1000000::numeric)::bigint AS created_at_us,
+       (EXTRACT(epoch FROM d.updated_at) * 1000000::numeric)::bigint AS updated_at_us,
+       (EXTRACT(epoch FROM d.last_replayed_at) * 1000000::numeric)::bigint AS last_replayed_at_us,
+       (EXTRACT(epoch FROM d.discarded_at) * 1000000::numeric)::bigint AS discarded_at_us,
        d.payload,
        pg_catalog.jsonb_build_object('headers', d.headers,
                                      'causation_id', d.causation_id,
@@ -202,8 +202,8 @@ inline constexpr const char* kInboxDeadGroups = R"sql(
 SELECT d.failure_group,
        d.failure,
        pg_catalog.count(*) AS records,
-       (EXTRACT(epoch FROM pg_catalog.min(d.updated_at)) * 1000000)::bigint AS first_seen_us,
-       (EXTRACT(epoch FROM pg_catalog.max(d.updated_at)) * 1000000)::bigint AS last_seen_us,
+       (EXTRACT(epoch FROM pg_catalog.min(d.updated_at)) * 1000000::numeric)::bigint AS first_seen_us,
+       (EXTRACT(epoch FROM pg_catalog.max(d.updated_at)) * 1000000::numeric)::bigint AS last_seen_us,
        pg_catalog.jsonb_agg(DISTINCT d.consumer)::text AS consumers,
        pg_catalog.jsonb_agg(DISTINCT d.event_type)::text AS event_types,
        '[]' AS topics,
@@ -227,8 +227,8 @@ inline constexpr const char* kOutboxDeadGroups = R"sql(
 SELECT d.failure_group,
        d.failure,
        pg_catalog.count(*) AS records,
-       (EXTRACT(epoch FROM pg_catalog.min(d.updated_at)) * 1000000)::bigint AS first_seen_us,
-       (EXTRACT(epoch FROM pg_catalog.max(d.updated_at)) * 1000000)::bigint AS last_seen_us,
+       (EXTRACT(epoch FROM pg_catalog.min(d.updated_at)) * 1000000::numeric)::bigint AS first_seen_us,
+       (EXTRACT(epoch FROM pg_catalog.max(d.updated_at)) * 1000000::numeric)::bigint AS last_seen_us,
        '[]' AS consumers,
        pg_catalog.jsonb_agg(DISTINCT d.event_type)::text AS event_types,
        pg_catalog.jsonb_agg(DISTINCT d.topic)::text AS topics,

@@ -1,4 +1,7 @@
 // The emitter's SQL. `{schema}` is replaced once at construction; values are $n.
+// These statements run with the application's search_path: built-ins are called as
+// pg_catalog.<name> and operands have the exact types of a pg_catalog operator (docs/schema.md,
+// "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 #pragma once
 
 namespace boxcar::outbox_sql {

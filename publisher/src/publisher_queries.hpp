@@ -1,5 +1,8 @@
 // Every SQL statement of the publisher (run by EventStore, event_store.hpp). `{schema}`
 // is replaced once; values are $n; every returned column has a name, read by name.
+// These statements run with the application's search_path: built-ins are called as
+// pg_catalog.<name> and operands have the exact types of a pg_catalog operator (docs/schema.md,
+// "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 #pragma once
 
 namespace boxcar::publisher_sql {
@@ -16,19 +19,19 @@ namespace boxcar::publisher_sql {
 inline constexpr const char* kClaim = R"sql(
 WITH due AS (
     SELECT id, available_at,
-           512 + octet_length(payload) + octet_length(message_key) + octet_length(headers::text)
-               + octet_length(event_type) + octet_length(tenant_id) + octet_length(causation_id)
-               + octet_length(correlation_id) + octet_length(traceparent) AS bytes
+           512 + pg_catalog.octet_length(payload) + pg_catalog.octet_length(message_key) + pg_catalog.octet_length(headers::text)
+               + pg_catalog.octet_length(event_type) + pg_catalog.octet_length(tenant_id) + pg_catalog.octet_length(causation_id)
+               + pg_catalog.octet_length(correlation_id) + pg_catalog.octet_length(traceparent) AS bytes
     FROM {schema}.outbox_events
     WHERE status IN ('PENDING', 'RETRYABLE')
-      AND available_at <= now()
+      AND available_at <= pg_catalog.now()
     ORDER BY available_at, id
     LIMIT $1
     FOR NO KEY UPDATE SKIP LOCKED
 ),
 within_budget AS (
     SELECT id
-    FROM (SELECT id, bytes, sum(bytes) OVER (ORDER BY available_at, id) - bytes AS bytes_before
+    FROM (SELECT id, bytes, pg_catalog.sum(bytes) OVER (ORDER BY available_at, id) - bytes AS bytes_before
           FROM due) AS running
     WHERE bytes_before + bytes <= $4::bigint
        OR (bytes_before = 0 AND $5::boolean)
@@ -36,9 +39,9 @@ within_budget AS (
 UPDATE {schema}.outbox_events AS e
 SET status = 'PUBLISHING',
     claim_token = $2::uuid,
-    lease_expires_at = now() + make_interval(secs => $3::double precision / 1000),
+    lease_expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $3::double precision / 1000::double precision),
     attempts = e.attempts + 1,
-    updated_at = now()
+    updated_at = pg_catalog.now()
 FROM within_budget
 WHERE e.id = within_budget.id
 RETURNING e.id, e.event_id::text AS event_id, e.event_type, e.schema_version, e.topic, e.message_key,
@@ -55,12 +58,12 @@ WITH expired AS (
     SELECT id,
            CASE WHEN $2 > 0 AND attempts >= $2 THEN 'LEASE_EXPIRED_EXHAUSTED'
                 WHEN $3::bigint > 0
-                     AND created_at <= now() - make_interval(secs => $3::double precision / 1000)
+                     AND created_at <= pg_catalog.now() - pg_catalog.make_interval(secs => $3::double precision / 1000::double precision)
                     THEN 'MAX_AGE_EXCEEDED'
            END AS dead_reason
     FROM {schema}.outbox_events
     WHERE status = 'PUBLISHING'
-      AND lease_expires_at < now()
+      AND lease_expires_at < pg_catalog.now()
     ORDER BY lease_expires_at
     LIMIT $1
     FOR NO KEY UPDATE SKIP LOCKED
@@ -69,10 +72,10 @@ UPDATE {schema}.outbox_events AS e
 SET status = CASE WHEN expired.dead_reason IS NULL THEN 'RETRYABLE' ELSE 'DEAD' END,
     dead_reason = expired.dead_reason,
     last_error = 'the publisher holding the claim died or hung (lease expired)',
-    available_at = now(),
+    available_at = pg_catalog.now(),
     claim_token = NULL,
     lease_expires_at = NULL,
-    updated_at = now()
+    updated_at = pg_catalog.now()
 FROM expired
 WHERE e.id = expired.id
 RETURNING e.status, e.topic
@@ -82,22 +85,22 @@ RETURNING e.status, e.topic
 inline constexpr const char* kMarkPublished = R"sql(
 UPDATE {schema}.outbox_events
 SET status = 'PUBLISHED',
-    published_at = now(),
+    published_at = pg_catalog.now(),
     claim_token = NULL,
     lease_expires_at = NULL,
     last_error = NULL,
-    updated_at = now()
+    updated_at = pg_catalog.now()
 WHERE id = ANY($1::bigint[])
   AND claim_token = $2::uuid
   AND status = 'PUBLISHING'
-RETURNING topic, extract(epoch FROM now() - created_at)::float8 AS seconds_since_emit
+RETURNING topic, extract(epoch FROM pg_catalog.now() - created_at)::float8 AS seconds_since_emit
 )sql";
 
 // Not delivered: retry after a full-jitter backoff (base $4 ms doubling per attempt up to
 // cap $5 ms), or DEAD: at once when the failure is permanent ($7: the producer refused the
 // record as too large, it can never be produced), when a max_attempts ($6 > 0) is used up,
 // or when the event is older than the max age ($8 ms > 0). $3 is the error text. The
-// exponent stops at 60 (2^60 ms is far past any cap): power(2, attempts - 1) overflows a
+// exponent stops at 60 (2^60 ms is far past any cap): pg_catalog.power(2, attempts - 1) overflows a
 // double past attempt 1024 and would fail the statement, leaving the batch claimed.
 inline constexpr const char* kMarkFailed = R"sql(
 WITH verdict AS (
@@ -105,11 +108,11 @@ WITH verdict AS (
            CASE WHEN $7::boolean THEN 'RECORD_TOO_LARGE'
                 WHEN $6 > 0 AND attempts >= $6 THEN 'ATTEMPTS_EXHAUSTED'
                 WHEN $8::bigint > 0
-                     AND created_at <= now() - make_interval(secs => $8::double precision / 1000)
+                     AND created_at <= pg_catalog.now() - pg_catalog.make_interval(secs => $8::double precision / 1000::double precision)
                     THEN 'MAX_AGE_EXCEEDED'
            END AS dead_reason,
            least($5::double precision,
-                 $4::double precision * power(2::double precision, least(greatest(attempts - 1, 0), 60)))
+                 $4::double precision * pg_catalog.power(2::double precision, least(greatest(attempts - 1, 0), 60)))
                AS backoff_ceiling_ms
     FROM {schema}.outbox_events
     WHERE id = ANY($1::bigint[])
@@ -119,11 +122,11 @@ WITH verdict AS (
 UPDATE {schema}.outbox_events AS e
 SET status = CASE WHEN verdict.dead_reason IS NULL THEN 'RETRYABLE' ELSE 'DEAD' END,
     dead_reason = verdict.dead_reason,
-    available_at = now() + make_interval(secs => random() * verdict.backoff_ceiling_ms / 1000),
+    available_at = pg_catalog.now() + pg_catalog.make_interval(secs => pg_catalog.random() * verdict.backoff_ceiling_ms / 1000::double precision),
     last_error = $3,
     claim_token = NULL,
     lease_expires_at = NULL,
-    updated_at = now()
+    updated_at = pg_catalog.now()
 FROM verdict
 WHERE e.id = verdict.id
   AND e.claim_token = $2::uuid

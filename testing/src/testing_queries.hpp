@@ -1,4 +1,7 @@
 // The test helpers' SQL. `{schema}` is replaced per call; values are $n.
+// These statements run with the application's search_path: built-ins are called as
+// pg_catalog.<name> and operands have the exact types of a pg_catalog operator (docs/schema.md,
+// "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 #pragma once
 
 namespace boxcar::testing_sql {
@@ -24,9 +27,9 @@ WITH due AS (
 )
 UPDATE {schema}.outbox_events AS e
 SET status = 'PUBLISHED',
-    published_at = now(),
+    published_at = pg_catalog.now(),
     attempts = e.attempts + 1,
-    updated_at = now()
+    updated_at = pg_catalog.now()
 FROM due
 WHERE e.id = due.id
 RETURNING e.event_id::text, e.event_type, e.schema_version, e.topic, e.message_key, e.tenant_id,

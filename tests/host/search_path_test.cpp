@@ -1,7 +1,8 @@
 // Boxcar's statements run under the application's search_path. A role that can create
 // functions in a schema on that path (public, for many roles) can plant an exact-type
 // overload that beats a polymorphic built-in (CVE-2018-1058 class): the statements call
-// such built-ins as pg_catalog.<name>. The operator commands' case is in operator_test.cpp.
+// such built-ins as pg_catalog.<name>. The operator commands' case is in operator_test.cpp;
+// the whole pipeline against a plant of every built-in is search_path_hijack_test.cpp.
 #include <catch2/catch.hpp>
 
 #include <chrono>

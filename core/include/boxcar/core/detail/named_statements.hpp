@@ -18,4 +18,9 @@ struct NamedStatement {
 /// The core's own statements (migration lock, notifier).
 std::vector<NamedStatement> core_statements();
 
+/// The core's SQL that cannot be PREPAREd (DDL, RESET, the multi-statement session reset):
+/// not in core_statements(), but read by the check that every built-in is qualified
+/// (tests/host/builtin_qualification_test.cpp).
+std::vector<NamedStatement> core_unprepared_statements();
+
 }  // namespace boxcar::detail
