@@ -26,8 +26,7 @@ std::string validate_prefix(const std::string& prefix) {
   const auto lower_or_underscore = [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; };
   if (!lower_or_underscore(prefix.front())) bad("must start with a lower-case letter or '_'");
   for (char c : prefix)
-    if (!lower_or_underscore(c) && !(c >= '0' && c <= '9'))
-      bad("may hold only lower-case letters, digits and '_'");
+    if (!lower_or_underscore(c) && !(c >= '0' && c <= '9')) bad("may hold only lower-case letters, digits and '_'");
   return prefix;
 }
 
@@ -47,16 +46,17 @@ RoleNames role_names(const RolesOptions& options) {
 RolesReport apply_roles(const std::string& connection_string, const RolesOptions& options) {
   const std::string schema = validate_schema_name(options.schema);
   const RoleNames names = role_names(options);
-  const std::vector<std::string> all = {names.migrator, names.ingress, names.worker, names.publisher,
-                                        names.operator_};
+  const std::vector<std::string> all = {names.migrator, names.ingress, names.worker, names.publisher, names.operator_};
   const SchemaCompatibility compatibility = check_schema_compatibility(connection_string, {.schema = schema});
   if (compatibility.applied_version < compatibility.build_version)
     throw MigrationError("ROLES_NEED_MIGRATE", "roles for schema '" + schema + "': " + compatibility.detail);
 
-  const std::map<std::string, std::string> placeholders = {
-      {"{schema}", quote_identifier(schema)},         {"{migrator}", quote_identifier(names.migrator)},
-      {"{ingress}", quote_identifier(names.ingress)}, {"{worker}", quote_identifier(names.worker)},
-      {"{publisher}", quote_identifier(names.publisher)}, {"{operator}", quote_identifier(names.operator_)}};
+  const std::map<std::string, std::string> placeholders = {{"{schema}", quote_identifier(schema)},
+                                                           {"{migrator}", quote_identifier(names.migrator)},
+                                                           {"{ingress}", quote_identifier(names.ingress)},
+                                                           {"{worker}", quote_identifier(names.worker)},
+                                                           {"{publisher}", quote_identifier(names.publisher)},
+                                                           {"{operator}", quote_identifier(names.operator_)}};
   const auto bind = [&](std::string text) {
     for (const auto& [from, to] : placeholders) text = replace_all(std::move(text), from, to);
     return text;
@@ -82,8 +82,9 @@ RolesReport apply_roles(const std::string& connection_string, const RolesOptions
   } catch (...) {
     throw detail::to_database_error(std::current_exception(), "granting the roles of schema '" + schema + "'", false);
   }
-  log_event(*logger("migrate"), LogLevel::Info, "roles granted",
-            {{"schema", schema}, {"role_prefix", options.role_prefix}, {"created", std::to_string(report.created.size())}});
+  log_event(
+      *logger("migrate"), LogLevel::Info, "roles granted",
+      {{"schema", schema}, {"role_prefix", options.role_prefix}, {"created", std::to_string(report.created.size())}});
   return report;
 }
 
