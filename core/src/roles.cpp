@@ -73,6 +73,7 @@ RolesReport apply_roles(const std::string& connection_string, const RolesOptions
       tx.exec(replace_all(sql::kCreateRole, "{role}", quote_identifier(role)));
       report.created.push_back(role);
     }
+    if (!tx.exec_params1(sql::kIsMember, names.migrator)["member"].as<bool>()) tx.exec(bind(sql::kJoinMigrator));
     for (const char* statement : sql::kOwnership) tx.exec(bind(statement));
     for (const char* statement : sql::kRevoke) tx.exec(bind(statement));
     for (const char* statement : sql::kGrant) tx.exec(bind(statement));

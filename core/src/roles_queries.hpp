@@ -22,6 +22,11 @@ WHERE rolname = CURRENT_USER)";
 // {role} is the quoted role name.
 inline constexpr const char* kCreateRole = "CREATE ROLE {role} NOLOGIN";
 
+// Handing ownership to {migrator} needs membership in it: a user with CREATEROLE (but not
+// superuser) that just created the role is not a member in PostgreSQL 15. $1 = role name.
+inline constexpr const char* kIsMember = "SELECT pg_catalog.pg_has_role(CURRENT_USER, $1, 'MEMBER') AS member";
+inline constexpr const char* kJoinMigrator = "GRANT {migrator} TO CURRENT_USER";
+
 // Owner first: a member of {migrator} (a LOGIN user that migrates) then owns Boxcar's
 // objects through it. A no-op for objects it already owns.
 inline constexpr const char* kOwnership[] = {

@@ -26,6 +26,7 @@
 #include "boxcar/publisher/publisher.hpp"
 #include "boxcar/testing/lambda_handler.hpp"
 #include "boxcar/testing/mock_kafka.hpp"
+#include "boxcar/testing/roles.hpp"
 #include "exposition.hpp"
 #include "order_events.hpp"
 #include "test_database.hpp"
@@ -53,14 +54,8 @@ class RolesFixture {
   }
   ~RolesFixture() {
     try {
-      // The migrator owns the schema's objects: give them back, so the schema drop (and
-      // DROP OWNED) leave nothing of the roles behind.
-      db.execute("REASSIGN OWNED BY " + quote_identifier(names.migrator) + " TO CURRENT_USER");
-      for (const auto& role : groups()) {
-        db.execute("DROP OWNED BY " + quote_identifier(login(role)) + ", " + quote_identifier(role));
-        db.execute("DROP ROLE " + quote_identifier(login(role)));
-        db.execute("DROP ROLE " + quote_identifier(role));
-      }
+      for (const auto& role : groups()) db.execute("DROP ROLE " + quote_identifier(login(role)));
+      drop_roles(db.url(), options_);
     } catch (const std::exception& e) {
       WARN("dropping the test roles failed: " << e.what());
     }

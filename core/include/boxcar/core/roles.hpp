@@ -63,7 +63,8 @@ class RoleMissingError final : public Error {
   std::string role_;
 };
 
-/// Creates the missing roles (when the caller may), makes the migrator role the owner of
+/// Creates the missing roles (when the caller may), makes the caller a member of the
+/// migrator role when it is not one (it must be, to hand ownership over), makes the migrator role the owner of
 /// the schema and of Boxcar's objects in it, and sets the grants above, in one
 /// transaction on a connection of its own. Run it after migrate(), as the user that ran
 /// the migrations (or a superuser). Blocks.
