@@ -61,6 +61,7 @@ void add_schema_commands(detail::CommandTree& tree) {
   auto roles = std::make_shared<RolesFlags>();
   CLI::App& migrate_command =
       tree.add(tree.root(), "migrate", "apply the schema migrations", [roles](const RuntimeConfig& config) {
+        if (roles->apply) role_names({.role_prefix = roles->prefix});  // a bad prefix fails before migrating
         const auto report = migrate(config.pool.url, {.schema = config.schema});
         if (report.lock_waited.count() > 0)
           std::cout << "waited " << report.lock_waited.count() << " ms for another runner's migration lock\n";

@@ -27,6 +27,7 @@
 #include "boxcar/testing/lambda_handler.hpp"
 #include "boxcar/testing/mock_kafka.hpp"
 #include "boxcar/testing/roles.hpp"
+#include "child_process.hpp"
 #include "exposition.hpp"
 #include "order_events.hpp"
 #include "test_database.hpp"
@@ -323,4 +324,36 @@ TEST_CASE("the full pipeline runs with one LOGIN user per role: accept, work and
   CHECK(f.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == kOrders);
   CHECK(f.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE discarded_by = 'ops'") == 1);
   CHECK(f.db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHED'") == kOrders);
+}
+
+TEST_CASE(
+    "boxcar migrate --roles migrates and grants the roles its --role-prefix names; a bad prefix changes nothing") {
+  TestDatabase db;
+  const std::string schema = db.schema() + "_cli";  // not migrated yet
+  const std::string prefix = db.schema() + "_cli_";
+  const std::vector<std::string> environment = {"BOXCAR_LOG_LEVEL=warn"};
+  const auto roles = [&] {
+    return db.scalar("SELECT count(*) FROM pg_roles WHERE rolname IN ('" + prefix + "migrator', '" + prefix +
+                     "ingress', '" + prefix + "worker', '" + prefix + "publisher', '" + prefix + "operator')");
+  };
+
+  const auto bad = run_process(
+      BOXCAR_CLI_PATH, {"migrate", "--database-url", db.url(), "--schema", schema, "--roles", "--role-prefix", "Bad-"},
+      environment);
+  INFO(bad.output);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.output, Catch::Matchers::Contains("roles.role_prefix"));
+  CHECK(db.scalar("SELECT count(*) FROM pg_namespace WHERE nspname = '" + schema + "'") == 0);
+
+  const auto run = run_process(
+      BOXCAR_CLI_PATH, {"migrate", "--database-url", db.url(), "--schema", schema, "--roles", "--role-prefix", prefix},
+      environment);
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(roles() == 5);
+  CHECK(db.scalar("SELECT count(*) FROM pg_namespace WHERE nspname = '" + schema +
+                  "' AND pg_get_userbyid(nspowner) = '" + prefix + "migrator'") == 1);
+  drop_roles(db.url(), {.schema = schema, .role_prefix = prefix});
+  db.execute("DROP SCHEMA \"" + schema + "\" CASCADE");
+  CHECK(roles() == 0);
 }
