@@ -59,28 +59,28 @@ void add_schema_commands(detail::CommandTree& tree) {
     std::string prefix = RolesOptions{}.role_prefix;
   };
   auto roles = std::make_shared<RolesFlags>();
-  CLI::App& migrate_command =
-      tree.add(tree.root(), "migrate", "apply the schema migrations", [roles](const RuntimeConfig& config) {
-        if (roles->apply) role_names({.role_prefix = roles->prefix});  // a bad prefix fails before migrating
-        const auto report = migrate(config.pool.url, {.schema = config.schema});
-        if (report.lock_waited.count() > 0)
-          std::cout << "waited " << report.lock_waited.count() << " ms for another runner's migration lock\n";
-        for (const auto& retry : report.lock_retries)
-          std::cout << "migration " << retry.version << " hit lock_timeout (attempt " << retry.attempt
-                    << "), retried after " << retry.backoff.count() << " ms: " << retry.reason << "\n";
-        for (int version : report.applied) std::cout << "applied migration " << version << "\n";
-        std::cout << "schema '" << config.schema << "' is at version " << report.version << "\n";
-        // A schema a newer release migrated: say whether this build may run against it.
-        if (report.version > latest_migration_version())
-          std::cout << check_schema_compatibility(config.pool.url, {.schema = config.schema}).detail << "\n";
-        if (roles->apply) {
-          const auto granted = apply_roles(config.pool.url, {.schema = config.schema, .role_prefix = roles->prefix});
-          for (const auto& role : granted.created) std::cout << "created role " << role << "\n";
-          std::cout << "roles " << roles->prefix << "{migrator,ingress,worker,publisher,operator} granted on schema '"
-                    << config.schema << "'\n";
-        }
-        return 0;
-      });
+  tree.add(tree.root(), "migrate", "apply the schema migrations", [roles](const RuntimeConfig& config) {
+    if (roles->apply) role_names({.role_prefix = roles->prefix});  // a bad prefix fails before migrating
+    const auto report = migrate(config.pool.url, {.schema = config.schema});
+    if (report.lock_waited.count() > 0)
+      std::cout << "waited " << report.lock_waited.count() << " ms for another runner's migration lock\n";
+    for (const auto& retry : report.lock_retries)
+      std::cout << "migration " << retry.version << " hit lock_timeout (attempt " << retry.attempt
+                << "), retried after " << retry.backoff.count() << " ms: " << retry.reason << "\n";
+    for (int version : report.applied) std::cout << "applied migration " << version << "\n";
+    std::cout << "schema '" << config.schema << "' is at version " << report.version << "\n";
+    // A schema a newer release migrated: say whether this build may run against it.
+    if (report.version > latest_migration_version())
+      std::cout << check_schema_compatibility(config.pool.url, {.schema = config.schema}).detail << "\n";
+    if (roles->apply) {
+      const auto granted = apply_roles(config.pool.url, {.schema = config.schema, .role_prefix = roles->prefix});
+      for (const auto& role : granted.created) std::cout << "created role " << role << "\n";
+      std::cout << "roles " << roles->prefix << "{migrator,ingress,worker,publisher,operator} granted on schema '"
+                << config.schema << "'\n";
+    }
+    return 0;
+  });
+  CLI::App& migrate_command = *tree.root().get_subcommand("migrate");
   migrate_command.add_flag("--roles", roles->apply,
                            "then create (when missing) and grant the least-privilege group roles (docs/security.md)");
   migrate_command.add_option("--role-prefix", roles->prefix, "prefix of the role names (default boxcar_)");
