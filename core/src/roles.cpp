@@ -66,6 +66,7 @@ RolesReport apply_roles(const std::string& connection_string, const RolesOptions
   try {
     pqxx::connection connection(connection_string);
     pqxx::work tx(connection);
+    tx.exec(sql::kLock);
     const bool may_create = tx.exec1(sql::kMayCreateRoles)["allowed"].as<bool>();
     for (const auto& role : all) {
       if (tx.exec_params1(sql::kRoleExists, role)["present"].as<bool>()) continue;

@@ -10,6 +10,12 @@
 
 namespace boxcar::detail::roles_sql {
 
+// One apply_roles at a time (per database): two runs creating the same role, or granting
+// on the same table, would otherwise fail with a unique violation or "tuple concurrently
+// updated". Held until the transaction ends.
+inline constexpr const char* kLock =
+    "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('boxcar.roles', 0))";
+
 // $1 = role name.
 inline constexpr const char* kRoleExists =
     "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1) AS present";

@@ -327,7 +327,7 @@ TEST_CASE("the full pipeline runs with one LOGIN user per role: accept, work and
 }
 
 TEST_CASE(
-    "boxcar migrate --roles migrates and grants the roles its --role-prefix names; a bad prefix changes nothing") {
+    "boxcar migrate --roles migrates and grants the roles its --role-prefix names, and a bad prefix changes nothing") {
   TestDatabase db;
   const std::string schema = db.schema() + "_cli";  // not migrated yet
   const std::string prefix = db.schema() + "_cli_";
