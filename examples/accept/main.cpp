@@ -1,7 +1,12 @@
 // The README's accept() example: an ingress that records one message durably before it
 // would acknowledge it to its transport.
 //
-//   BOXCAR_DATABASE_URL=postgresql://... [BOXCAR_SCHEMA=boxcar] example_accept
+//   BOXCAR_DATABASE_URL=postgresql://migrator@... [BOXCAR_SCHEMA=boxcar] example_accept migrate
+//   BOXCAR_DATABASE_URL=postgresql://ingress@... [BOXCAR_SCHEMA=boxcar] example_accept
+//
+// The ingress never migrates: `migrate` runs once, before it, as the user that may do DDL
+// (like `boxcar migrate --roles`, docs/operations.md "Roles"); the ingress itself needs only
+// the boxcar_ingress role.
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -9,7 +14,12 @@
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/core/migrate.hpp"
 
-int main() {
+int main(int argc, char** argv) {
+  const std::string command = argc > 1 ? argv[1] : "";
+  if (!command.empty() && command != "migrate") {
+    std::cerr << "usage: example_accept [migrate]\n";
+    return 2;
+  }
   const char* url = std::getenv("BOXCAR_DATABASE_URL");
   if (!url) {
     std::cerr << "set BOXCAR_DATABASE_URL\n";
@@ -17,7 +27,10 @@ int main() {
   }
   const char* schema_env = std::getenv("BOXCAR_SCHEMA");
   const std::string schema = schema_env ? schema_env : "boxcar";
-  boxcar::migrate(url, {.schema = schema});  // idempotent; also `boxcar migrate`
+  if (command == "migrate") {
+    boxcar::migrate(url, {.schema = schema});  // idempotent; also `boxcar migrate`
+    return 0;
+  }
 
   auto pool = boxcar::ConnectionPool::create({.url = url});
   boxcar::Inbox inbox(pool, {.schema = schema, .consumers = {"orders.projection.v1"}});

@@ -6,6 +6,7 @@ example=$1
 : "${BOXCAR_TEST_DATABASE_URL:?run through scripts/test}"
 export BOXCAR_DATABASE_URL=$BOXCAR_TEST_DATABASE_URL
 export BOXCAR_SCHEMA="example_accept_$$_$RANDOM"  # a fresh schema: the first run is new
+"$example" migrate  # once, before the ingress runs (it never migrates)
 first=$("$example")
 second=$("$example")
 echo "$first"; echo "$second"

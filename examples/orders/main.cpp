@@ -25,6 +25,7 @@
 
 #include "boxcar/runtime/runtime.hpp"
 #include "boxcar/core/migrate.hpp"
+#include "boxcar/core/roles.hpp"
 #include "boxcar/core/shutdown_signals.hpp"
 #include "boxcar/core/sql_identifier.hpp"
 #include "ingress.hpp"
@@ -94,12 +95,22 @@ int mock_kafka() {
   return 0;
 }
 
+// The one step that runs as the migrator (scripts/demo: a LOGIN user with CREATEROLE, the
+// only one that may do DDL): migrate, create and grant the least-privilege roles
+// (docs/security.md, section 2), create the application's table and grant the worker role
+// what the handler writes. Every other process then runs as a user holding only its role.
 int init(const boxcar::RuntimeConfig& config) {
   boxcar::migrate(config.pool.url, {.schema = config.schema});
+  const boxcar::RolesOptions roles{.schema = config.schema};
+  boxcar::apply_roles(config.pool.url, roles);
+  const boxcar::RoleNames names = boxcar::role_names(roles);
+  const std::string table = boxcar::quote_identifier(config.schema) + ".order_projection";
   boxcar::Runtime runtime(config);
   boxcar::Tx tx = runtime.pool()->begin();
-  tx.exec("CREATE TABLE IF NOT EXISTS " + boxcar::quote_identifier(config.schema) +
-          ".order_projection (tenant_id text NOT NULL, order_id text NOT NULL, total numeric NOT NULL)");
+  tx.exec("CREATE TABLE IF NOT EXISTS " + table +
+          " (tenant_id text NOT NULL, order_id text NOT NULL, total numeric NOT NULL)");
+  tx.exec("ALTER TABLE " + table + " OWNER TO " + boxcar::quote_identifier(names.migrator));
+  tx.exec("GRANT INSERT ON " + table + " TO " + boxcar::quote_identifier(names.worker));
   tx.commit();
   return 0;
 }

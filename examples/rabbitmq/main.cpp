@@ -22,7 +22,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "boxcar/core/migrate.hpp"
 #include "ingress.hpp"
 
 namespace {
@@ -78,7 +77,8 @@ int main(int argc, char** argv) {
 
   int status = 0;
   try {
-    boxcar::migrate(url, {.schema = schema});  // idempotent; also `boxcar migrate`
+    // No migrate here: the schema is migrated once, before the ingress starts, by the
+    // migrator (`boxcar migrate --roles`); this process needs only the boxcar_ingress role.
     auto pool = boxcar::ConnectionPool::create({.url = url});
     boxcar::Inbox inbox(pool, {.schema = schema, .consumers = {options.consumer}});
     boxcar::examples::run_ingress(inbox, options, g_stop);

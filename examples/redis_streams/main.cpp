@@ -23,7 +23,6 @@
 #include <vector>
 
 #include "boxcar/inbox/inbox.hpp"
-#include "boxcar/core/migrate.hpp"
 #include "boxcar/core/shutdown_signals.hpp"
 #include "stream_ingress.hpp"
 
@@ -119,7 +118,8 @@ int main(int argc, char** argv) {
   }
 
   try {
-    boxcar::migrate(url, {.schema = schema});  // idempotent; also `boxcar migrate`
+    // No migrate here: the schema is migrated once, before the ingress starts, by the
+    // migrator (`boxcar migrate --roles`); this process needs only the boxcar_ingress role.
     auto pool = boxcar::ConnectionPool::create({.url = url, .size = std::max<std::size_t>(2, per_tenant.size())});
     boxcar::Inbox inbox(pool, {.schema = schema, .consumers = {options.consumer}});
     std::vector<std::unique_ptr<redis_streams::StreamIngress>> ingresses;

@@ -25,7 +25,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "boxcar/core/migrate.hpp"
 #include "sqs_ingress.hpp"
 
 namespace {
@@ -145,7 +144,8 @@ int main(int argc, char** argv) {
 
   std::atomic<bool> failed{false};
   try {
-    boxcar::migrate(url, {.schema = schema});  // idempotent; also `boxcar migrate`
+    // No migrate here: the schema is migrated once, before the ingress starts, by the
+    // migrator (`boxcar migrate --roles`); this process needs only the boxcar_ingress role.
     auto pool = boxcar::ConnectionPool::create({.url = url});
     boxcar::Inbox inbox(pool, {.schema = schema, .consumers = {options.consumer}});
 

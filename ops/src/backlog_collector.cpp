@@ -49,6 +49,10 @@ struct Snapshot {
   std::map<std::string, double, std::less<>> outbox;
   double outbox_oldest_age = 0;
   std::map<std::string, TableHealth, std::less<>> tables;
+  // What this session's role may read (least-privilege roles, docs/security.md): the
+  // other table's gauges are left alone; a process whose role reads it reports them.
+  bool inbox_readable = true;
+  bool outbox_readable = true;
 };
 
 }  // namespace
@@ -73,7 +77,8 @@ std::vector<BacklogCollector::NamedQuery> BacklogCollector::queries(std::string_
           {"outbox_due", detail::with_schema(sql::kOutboxDue, schema)},
           {"outbox_publishing", detail::with_schema(sql::kOutboxPublishing, schema)},
           {"outbox_dead", detail::with_schema(sql::kOutboxDead, schema)},
-          {"table_health", std::string(sql::kTableHealth)}};
+          {"table_health", std::string(sql::kTableHealth)},
+          {"readable_tables", std::string(sql::kReadableTables)}};
 }
 
 BacklogCollector::BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::shared_ptr<Metrics> metrics,
@@ -141,28 +146,38 @@ void BacklogCollector::collect_once() {
     const auto& q = state_->queries;
     const auto& n = state_->names;
 
-    for (const auto& row : tx.exec_prepared(n[0], q[0].sql)) {
-      auto& consumer = snapshot.consumers[row["consumer"].as<std::string>()];
-      consumer.by_status["PENDING"] = row["pending"].as<double>();
-      consumer.by_status["RETRYABLE"] = row["retryable"].as<double>();
-      consumer.oldest_due_age = row["oldest_due_age"].as<double>();
+    const auto readable = tx.exec_prepared(n[7], q[7].sql, options_.schema).at(0);
+    snapshot.inbox_readable = readable["inbox"].as<bool>();
+    snapshot.outbox_readable = readable["outbox"].as<bool>();
+
+    if (snapshot.inbox_readable) {
+      for (const auto& row : tx.exec_prepared(n[0], q[0].sql)) {
+        auto& consumer = snapshot.consumers[row["consumer"].as<std::string>()];
+        consumer.by_status["PENDING"] = row["pending"].as<double>();
+        consumer.by_status["RETRYABLE"] = row["retryable"].as<double>();
+        consumer.oldest_due_age = row["oldest_due_age"].as<double>();
+      }
+      for (const auto& row : tx.exec_prepared(n[1], q[1].sql))
+        snapshot.consumers[row["consumer"].as<std::string>()].by_status["PROCESSING"] = row["processing"].as<double>();
+      for (const auto& row : tx.exec_prepared(n[2], q[2].sql))
+        snapshot.consumers[row["consumer"].as<std::string>()].by_status["DEAD"] = row["dead"].as<double>();
     }
-    for (const auto& row : tx.exec_prepared(n[1], q[1].sql))
-      snapshot.consumers[row["consumer"].as<std::string>()].by_status["PROCESSING"] = row["processing"].as<double>();
-    for (const auto& row : tx.exec_prepared(n[2], q[2].sql))
-      snapshot.consumers[row["consumer"].as<std::string>()].by_status["DEAD"] = row["dead"].as<double>();
 
-    const auto due = tx.exec_prepared(n[3], q[3].sql).at(0);
-    snapshot.outbox["PENDING"] = due["pending"].as<double>();
-    snapshot.outbox["RETRYABLE"] = due["retryable"].as<double>();
-    const auto publishing = tx.exec_prepared(n[4], q[4].sql).at(0);
-    snapshot.outbox["PUBLISHING"] = publishing["publishing"].as<double>();
-    snapshot.outbox_oldest_age = std::max(due["oldest_age"].as<double>(), publishing["oldest_age"].as<double>());
-    snapshot.outbox["DEAD"] = tx.exec_prepared(n[5], q[5].sql).at(0)["dead"].as<double>();
+    if (snapshot.outbox_readable) {
+      const auto due = tx.exec_prepared(n[3], q[3].sql).at(0);
+      snapshot.outbox["PENDING"] = due["pending"].as<double>();
+      snapshot.outbox["RETRYABLE"] = due["retryable"].as<double>();
+      const auto publishing = tx.exec_prepared(n[4], q[4].sql).at(0);
+      snapshot.outbox["PUBLISHING"] = publishing["publishing"].as<double>();
+      snapshot.outbox_oldest_age = std::max(due["oldest_age"].as<double>(), publishing["oldest_age"].as<double>());
+      snapshot.outbox["DEAD"] = tx.exec_prepared(n[5], q[5].sql).at(0)["dead"].as<double>();
+    }
 
-    for (const auto& row : tx.exec_prepared(n[6], q[6].sql, options_.schema))
-      snapshot.tables[row["table_name"].as<std::string>()] = {row["dead_tuples"].as<double>(),
-                                                              row["size_bytes"].as<double>()};
+    for (const auto& row : tx.exec_prepared(n[6], q[6].sql, options_.schema)) {
+      const auto table = row["table_name"].as<std::string>();
+      if (table == "inbox_receipts" ? snapshot.inbox_readable : snapshot.outbox_readable)
+        snapshot.tables[table] = {row["dead_tuples"].as<double>(), row["size_bytes"].as<double>()};
+    }
     tx.commit();
   } catch (...) {
     metrics_->backlog_collected(elapsed(), false);
@@ -173,18 +188,22 @@ void BacklogCollector::collect_once() {
   // Every consumer ever seen keeps being reported: one whose rows are gone drops to 0
   // instead of freezing at its last value.
   for (const auto& [name, backlog] : snapshot.consumers) state_->known_consumers.insert(name);
-  for (const auto& consumer : state_->known_consumers) {
-    const auto found = snapshot.consumers.find(consumer);
-    const ConsumerBacklog empty{};
-    const auto& backlog = found == snapshot.consumers.end() ? empty : found->second;
-    for (auto status : kInboxStatuses) {
-      const auto value = backlog.by_status.find(status);
-      metrics_->set_inbox_receipts(consumer, status, value == backlog.by_status.end() ? 0.0 : value->second);
+  if (snapshot.inbox_readable) {
+    for (const auto& consumer : state_->known_consumers) {
+      const auto found = snapshot.consumers.find(consumer);
+      const ConsumerBacklog empty{};
+      const auto& backlog = found == snapshot.consumers.end() ? empty : found->second;
+      for (auto status : kInboxStatuses) {
+        const auto value = backlog.by_status.find(status);
+        metrics_->set_inbox_receipts(consumer, status, value == backlog.by_status.end() ? 0.0 : value->second);
+      }
+      metrics_->set_inbox_oldest_due_age(consumer, backlog.oldest_due_age);
     }
-    metrics_->set_inbox_oldest_due_age(consumer, backlog.oldest_due_age);
   }
-  for (auto status : kOutboxStatuses) metrics_->set_outbox_events(status, snapshot.outbox[std::string(status)]);
-  metrics_->set_outbox_oldest_unpublished_age(snapshot.outbox_oldest_age);
+  if (snapshot.outbox_readable) {
+    for (auto status : kOutboxStatuses) metrics_->set_outbox_events(status, snapshot.outbox[std::string(status)]);
+    metrics_->set_outbox_oldest_unpublished_age(snapshot.outbox_oldest_age);
+  }
   for (auto table : kTables) {
     const auto found = snapshot.tables.find(table);
     if (found != snapshot.tables.end())

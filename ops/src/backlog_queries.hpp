@@ -98,4 +98,15 @@ WHERE n.nspname = $1
 ORDER BY c.relname
 )SQL";
 
+// Which of the two tables this session may read: with least-privilege roles
+// (docs/security.md, section 2) a host collects only what its role may SELECT (the
+// worker and ingress the inbox, the publisher the outbox, the operator both). A
+// column-level grant (the worker's SELECT (id) on the outbox) does not count. $1 is the
+// schema name (unquoted).
+inline constexpr std::string_view kReadableTables = R"SQL(
+SELECT pg_catalog.has_table_privilege(pg_catalog.format('%I.inbox_receipts', s.name), 'SELECT') AS inbox,
+       pg_catalog.has_table_privilege(pg_catalog.format('%I.outbox_events', s.name), 'SELECT') AS outbox
+FROM (SELECT $1::text AS name) AS s
+)SQL";
+
 }  // namespace boxcar::detail::backlog_sql

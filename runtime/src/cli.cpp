@@ -2,6 +2,7 @@
 // CLI11's (cli_command_tree.hpp); this file holds the roles, migrate, config check and the
 // mapping of failures to exit codes.
 #include <iostream>
+#include <memory>
 
 #include <spdlog/spdlog.h>
 
@@ -9,6 +10,7 @@
 #include "boxcar/runtime/runtime.hpp"
 #include "boxcar/core/logging.hpp"
 #include "boxcar/core/migrate.hpp"
+#include "boxcar/core/roles.hpp"
 #include "boxcar/core/shutdown_signals.hpp"
 #include "cli_command_tree.hpp"
 #include "cli_commands.hpp"
@@ -51,7 +53,14 @@ void add_role_commands(detail::CommandTree& tree, const Runtime::HandlerFactory&
 }
 
 void add_schema_commands(detail::CommandTree& tree) {
-  tree.add(tree.root(), "migrate", "apply the schema migrations", [](const RuntimeConfig& config) {
+  // --roles: after migrating, the least-privilege group roles and their grants (roles.hpp).
+  struct RolesFlags {
+    bool apply = false;
+    std::string prefix = RolesOptions{}.role_prefix;
+  };
+  auto roles = std::make_shared<RolesFlags>();
+  tree.add(tree.root(), "migrate", "apply the schema migrations", [roles](const RuntimeConfig& config) {
+    if (roles->apply) role_names({.role_prefix = roles->prefix});  // a bad prefix fails before migrating
     const auto report = migrate(config.pool.url, {.schema = config.schema});
     if (report.lock_waited.count() > 0)
       std::cout << "waited " << report.lock_waited.count() << " ms for another runner's migration lock\n";
@@ -63,8 +72,18 @@ void add_schema_commands(detail::CommandTree& tree) {
     // A schema a newer release migrated: say whether this build may run against it.
     if (report.version > latest_migration_version())
       std::cout << check_schema_compatibility(config.pool.url, {.schema = config.schema}).detail << "\n";
+    if (roles->apply) {
+      const auto granted = apply_roles(config.pool.url, {.schema = config.schema, .role_prefix = roles->prefix});
+      for (const auto& role : granted.created) std::cout << "created role " << role << "\n";
+      std::cout << "roles " << roles->prefix << "{migrator,ingress,worker,publisher,operator} granted on schema '"
+                << config.schema << "'\n";
+    }
     return 0;
   });
+  CLI::App& migrate_command = *tree.root().get_subcommand("migrate");
+  migrate_command.add_flag("--roles", roles->apply,
+                           "then create (when missing) and grant the least-privilege group roles (docs/security.md)");
+  migrate_command.add_option("--role-prefix", roles->prefix, "prefix of the role names (default boxcar_)");
   CLI::App& config_command = tree.add(tree.root(), "config", "configuration commands");
   tree.add(config_command, "check", "print the effective configuration, secrets redacted",
            [](const RuntimeConfig& config) {

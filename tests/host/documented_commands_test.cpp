@@ -19,6 +19,7 @@
 #include "child_process.hpp"
 #include "http_get.hpp"
 #include "boxcar/testing/mock_kafka.hpp"
+#include "boxcar/testing/roles.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;
@@ -46,6 +47,8 @@ const std::map<std::string, std::vector<std::string>> kStandIns = {
      {"boxcar status --database-url {url} --schema {schema}"}},
     {"boxcar --schema s status", {"boxcar --schema {schema} status"}},
     {"boxcar status --schema s", {"boxcar status --schema {schema}"}},
+    // Roles are cluster-wide: a prefix of the test's own, dropped with the Deployment.
+    {"boxcar migrate --roles", {"boxcar migrate --roles --role-prefix {schema}_"}},
 };
 
 // The commands that run until a signal.
@@ -151,6 +154,16 @@ struct Deployment {
             "BOXCAR_HTTP_LISTEN=127.0.0.1:" + std::to_string(http_port),
             "USER=docs"};
   }
+  ~Deployment() {
+    try {
+      drop_roles(db.url(), {.schema = db.schema(), .role_prefix = db.schema() + "_"});
+    } catch (const std::exception& e) {
+      WARN("dropping the documented roles failed: " << e.what());
+    }
+  }
+  Deployment(const Deployment&) = delete;
+  Deployment& operator=(const Deployment&) = delete;
+
   std::map<std::string, std::string> placeholders() const {
     return {{"{url}", db.url()}, {"{schema}", db.schema()}, {"{id}", std::to_string(dead_id)}, {"{group}", group}};
   }

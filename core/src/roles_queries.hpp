@@ -1,0 +1,117 @@
+// The SQL of apply_roles() (roles.cpp), apart from core_queries.hpp because it is one
+// job with its own placeholders. `{schema}` is the quoted schema; `{migrator}`,
+// `{ingress}`, `{worker}`, `{publisher}` and `{operator}` are the quoted role names;
+// values are $n. Built-ins are called as pg_catalog.<name>.
+//
+// The grants name every column a role may write: a role that can only UPDATE the state
+// columns cannot rewrite a receipt's payload or an event's topic. When a migration adds a
+// column that a runtime statement writes, add it here too (docs/schema.md, "Roles").
+#pragma once
+
+namespace boxcar::detail::roles_sql {
+
+// One apply_roles at a time (per database): two runs creating the same role, or granting
+// on the same table, would otherwise fail with a unique violation or "tuple concurrently
+// updated". Held until the transaction ends.
+inline constexpr const char* kLock =
+    "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('boxcar.roles', 0))";
+
+// $1 = role name.
+inline constexpr const char* kRoleExists =
+    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1) AS present";
+
+inline constexpr const char* kMayCreateRoles = R"(
+SELECT rolsuper OR rolcreaterole AS allowed
+FROM pg_catalog.pg_roles
+WHERE rolname = CURRENT_USER)";
+
+// {role} is the quoted role name.
+inline constexpr const char* kCreateRole = "CREATE ROLE {role} NOLOGIN";
+
+// Handing ownership to {migrator} needs membership in it: a user with CREATEROLE (but not
+// superuser) that just created the role is not a member in PostgreSQL 15. $1 = role name.
+inline constexpr const char* kIsMember = "SELECT pg_catalog.pg_has_role(CURRENT_USER, $1, 'MEMBER') AS member";
+inline constexpr const char* kJoinMigrator = "GRANT {migrator} TO CURRENT_USER";
+
+// Owner first: a member of {migrator} (a LOGIN user that migrates) then owns Boxcar's
+// objects through it. A no-op for objects it already owns.
+inline constexpr const char* kOwnership[] = {
+    "ALTER SCHEMA {schema} OWNER TO {migrator}",
+    "ALTER TABLE {schema}.schema_migrations OWNER TO {migrator}",
+    "ALTER TABLE {schema}.inbox_receipts OWNER TO {migrator}",
+    "ALTER TABLE {schema}.outbox_events OWNER TO {migrator}",
+    "ALTER VIEW {schema}.inbox_dead_records OWNER TO {migrator}",
+    "ALTER VIEW {schema}.outbox_dead_records OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.failure_fingerprint(text, text) OWNER TO {migrator}",
+};
+
+// Exact grants: whatever the runtime roles held on Boxcar's objects goes first (revoking a
+// table privilege revokes the column privileges too), so a run after a narrower release
+// leaves nothing behind. The application's own grants on its tables are not touched.
+inline constexpr const char* kRevoke[] = {
+    "REVOKE ALL ON SCHEMA {schema} FROM {ingress}, {worker}, {publisher}, {operator}",
+    R"(REVOKE ALL ON TABLE {schema}.schema_migrations, {schema}.inbox_receipts, {schema}.outbox_events,
+                     {schema}.inbox_dead_records, {schema}.outbox_dead_records
+FROM {ingress}, {worker}, {publisher}, {operator})",
+    "REVOKE ALL ON FUNCTION {schema}.failure_fingerprint(text, text) FROM {ingress}, {worker}, {publisher}, {operator}",
+};
+
+inline constexpr const char* kGrant[] = {
+    // USAGE only: no runtime role may CREATE in the schema.
+    "GRANT USAGE ON SCHEMA {schema} TO {ingress}, {worker}, {publisher}, {operator}",
+    // The readiness check (/readyz "migrations") of every process.
+    "GRANT SELECT ON TABLE {schema}.schema_migrations TO {ingress}, {worker}, {publisher}, {operator}",
+
+    // ingress: accept and accept_many. INSERT of the identity and content columns only (the
+    // state columns take their defaults: a new receipt is PENDING); SELECT for the lookup
+    // of an existing identity, RETURNING and ON CONFLICT.
+    R"(GRANT SELECT,
+      INSERT (scope_kind, scope_id, source, consumer, message_id,
+              event_type, schema_version, payload, metadata, fingerprint)
+ON TABLE {schema}.inbox_receipts
+TO {ingress})",
+
+    // worker: claim, suspect lane, lock, complete, fail, hand back, lease renewal and
+    // recovery (inbox/src/worker_queries.hpp): UPDATE of the state columns only.
+    R"(GRANT SELECT,
+      UPDATE (status, claim_token, lease_expires_at, attempts, finished_attempts, available_at,
+              suspect, solo_started_at, crash_strikes, dead_reason, last_error_type, last_error,
+              completed_at, updated_at)
+ON TABLE {schema}.inbox_receipts
+TO {worker})",
+    // worker: OutboxEmitter::emit in the handler's transaction; SELECT (id) for its
+    // RETURNING id. It cannot read, change or delete events.
+    R"(GRANT INSERT (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id,
+              causation_id, correlation_id, traceparent, headers, payload),
+      SELECT (id)
+ON TABLE {schema}.outbox_events
+TO {worker})",
+
+    // publisher: claim, lease recovery, mark published / failed / DEAD
+    // (publisher/src/publisher_queries.hpp): UPDATE of the state columns only, so it
+    // cannot re-route an event (topic, key, tenant) or change its payload.
+    R"(GRANT SELECT,
+      UPDATE (status, claim_token, lease_expires_at, attempts, available_at, dead_reason,
+              last_error, published_at, updated_at)
+ON TABLE {schema}.outbox_events
+TO {publisher})",
+
+    // operator: status, dead list / show / groups / retry / discard, purge
+    // (ops/src/operator_queries.hpp). Retry and discard lock through the views (FOR NO KEY
+    // UPDATE on a view needs UPDATE on it) and update the tables' state and audit columns.
+    R"(GRANT SELECT, DELETE,
+      UPDATE (status, attempts, finished_attempts, available_at, dead_reason, replay_count,
+              last_replayed_at, last_replayed_by, discarded_at, discarded_by, updated_at)
+ON TABLE {schema}.inbox_receipts
+TO {operator})",
+    R"(GRANT SELECT, DELETE,
+      UPDATE (status, attempts, available_at, dead_reason, replay_count,
+              last_replayed_at, last_replayed_by, discarded_at, discarded_by, updated_at)
+ON TABLE {schema}.outbox_events
+TO {operator})",
+    "GRANT SELECT, UPDATE ON TABLE {schema}.inbox_dead_records, {schema}.outbox_dead_records TO {operator}",
+    // The views call it with the querying role's privileges.
+    "GRANT EXECUTE ON FUNCTION {schema}.failure_fingerprint(text, text) TO {operator}",
+};
+
+}  // namespace boxcar::detail::roles_sql
