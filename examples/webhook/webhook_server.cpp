@@ -2,10 +2,17 @@
 // status that tells a webhook sender whether to stop (2xx), give up (4xx) or redeliver (503).
 #include "webhook_server.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <civetweb.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <stdexcept>
 #include <string_view>
@@ -16,6 +23,7 @@
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/core/canonical_json.hpp"
 #include "boxcar/core/logging.hpp"
+#include "client_limiter.hpp"
 
 namespace webhook {
 
@@ -67,15 +75,116 @@ int log_message(const mg_connection*, const char* message) {
   return 1;  // handled: civetweb prints nothing itself
 }
 
+/// The key id: the one path segment after kPath (`/webhooks/orders/<tenant>`), or empty
+/// when the path has another shape.
+std::string_view key_id_of(std::string_view path) {
+  const std::string_view prefix = kPath;
+  if (!path.starts_with(prefix) || path.size() <= prefix.size() + 1 || path[prefix.size()] != '/') return {};
+  const std::string_view key_id = path.substr(prefix.size() + 1);
+  return valid_key_id(key_id) ? key_id : std::string_view{};
+}
+
+bool same_address(const sockaddr_storage& socket_address, const std::string& text, int port) {
+  if (socket_address.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(socket_address);
+    in_addr parsed{};
+    return inet_pton(AF_INET, text.c_str(), &parsed) == 1 && ntohs(in.sin_port) == port &&
+           std::memcmp(&parsed, &in.sin_addr, sizeof parsed) == 0;
+  }
+  if (socket_address.ss_family == AF_INET6) {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(socket_address);
+    in6_addr parsed{};
+    return inet_pton(AF_INET6, text.c_str(), &parsed) == 1 && ntohs(in6.sin6_port) == port &&
+           std::memcmp(&parsed, &in6.sin6_addr, sizeof parsed) == 0;
+  }
+  return false;
+}
+
+int local_port(const sockaddr_storage& socket_address) {
+  if (socket_address.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(socket_address).sin_port);
+  if (socket_address.ss_family == AF_INET6)
+    return ntohs(reinterpret_cast<const sockaddr_in6&>(socket_address).sin6_port);
+  return -1;
+}
+
+/// Ends a connection that civetweb has handed to a worker but not yet read from.
+///
+/// Why this way: civetweb 1.15 has no hook between accept() and the worker's header read,
+/// and no API that returns a connection's socket; a refused connection would otherwise hold
+/// its worker until header_timeout. Its socket is the one descriptor of this process whose
+/// peer is (remote_addr, remote_port) and whose local port is server_port: a live TCP
+/// connection's address pair is unique. shutdown() (never close(): civetweb owns the
+/// descriptor) makes the worker's pending read fail at once, and civetweb closes the socket
+/// itself. Only connections already over their address's limit pay for the scan.
+bool shut_down_connection(const mg_request_info& info) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", error)) {
+    const int fd = std::atoi(entry.path().filename().c_str());
+    sockaddr_storage peer{}, local{};
+    socklen_t peer_length = sizeof peer, local_length = sizeof local;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0) continue;
+    if (!same_address(peer, info.remote_addr, info.remote_port)) continue;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_length) != 0) continue;
+    if (local_port(local) != info.server_port) continue;
+    return ::shutdown(fd, SHUT_RDWR) == 0;
+  }
+  return false;
+}
+
+/// What init_connection learned about a connection; civetweb keeps it as the connection's
+/// user data until connection_close.
+struct ConnectionSlot {
+  std::string address;
+  bool admitted = false;
+};
+
 }  // namespace
 
 struct Server::Impl {
   boxcar::Inbox& inbox;
   ServerOptions options;
+  KeyRing keys;
+  ClientLimiter limiter;
+  std::atomic<std::uint64_t> hmacs{0};
+  std::atomic<std::uint64_t> refused{0};
   mg_context* context = nullptr;
   int port = 0;
 
-  Impl(boxcar::Inbox& inbox_, ServerOptions options_) : inbox(inbox_), options(std::move(options_)) {}
+  Impl(boxcar::Inbox& inbox_, ServerOptions options_)
+      : inbox(inbox_),
+        options(std::move(options_)),
+        keys(options.keys),
+        limiter(static_cast<std::size_t>(options.max_connections_per_client)) {}
+
+  /// civetweb calls this on the worker thread that took a new connection, before it reads
+  /// the request: the place to count the connection against its address.
+  static int init_connection(const mg_connection* conn, void** conn_data) {
+    *conn_data = nullptr;
+    try {
+      auto* self = static_cast<Impl*>(mg_get_user_data(mg_get_context(conn)));
+      const mg_request_info* info = mg_get_request_info(conn);
+      if (!self || !info) return 0;
+      auto slot = std::make_unique<ConnectionSlot>(ConnectionSlot{.address = info->remote_addr});
+      slot->admitted = self->limiter.try_enter(slot->address);
+      if (!slot->admitted) {
+        ++self->refused;
+        // If the socket cannot be found, the handler still answers 429 after the headers.
+        shut_down_connection(*info);
+      }
+      *conn_data = slot.release();
+    } catch (...) {
+      // No slot: the connection is served without being counted (only on bad_alloc).
+    }
+    return 0;
+  }
+
+  static void connection_close(const mg_connection* conn) {
+    auto* slot = static_cast<ConnectionSlot*>(mg_get_user_connection_data(conn));
+    if (!slot) return;
+    if (slot->admitted)
+      if (auto* self = static_cast<Impl*>(mg_get_user_data(mg_get_context(conn)))) self->limiter.leave(slot->address);
+    delete slot;
+  }
 
   /// The C callback: never lets an exception cross into civetweb.
   static int handle(mg_connection* conn, void* data) {
@@ -98,21 +207,49 @@ struct Server::Impl {
   }
 
   Response serve(mg_connection* conn) {
+    // 0. Over its address's limit (and not already cut off in init_connection): refuse
+    //    before reading anything more.
+    if (const auto* slot = static_cast<const ConnectionSlot*>(mg_get_user_connection_data(conn));
+        slot && !slot->admitted) {
+      Response response = rejection(429, "TOO_MANY_CONNECTIONS", "too many concurrent requests from this address");
+      response.headers.emplace_back("Retry-After", std::to_string(options.retry_after.count()));
+      return response;
+    }
     const mg_request_info* request = mg_get_request_info(conn);
     if (!request || !request->request_method || std::strcmp(request->request_method, "POST") != 0) {
       Response response = rejection(405, "METHOD_NOT_ALLOWED", "use POST");
       response.headers.emplace_back("Allow", "POST");
       return response;
     }
-    if (request->local_uri && std::strcmp(request->local_uri, kPath) != 0)
-      return rejection(404, "NOT_FOUND", "no such endpoint");
+    // 1. The key id in the path selects the candidate secrets: one tenant's, never all.
+    const std::string_view key_id = key_id_of(request->local_uri ? request->local_uri : "");
+    if (key_id.empty())
+      return rejection(404, "NOT_FOUND", std::string("no such endpoint; POST ") + kPath + "/<tenant>");
+    const std::span<const SigningKey> candidates = keys.keys_for(key_id);
+    const VerifyInput headers{.id = header(conn, "webhook-id"),
+                              .timestamp = header(conn, "webhook-timestamp"),
+                              .signature = header(conn, "webhook-signature"),
+                              .body = {}};
+    // An unknown key id, missing headers and a stale timestamp cost neither the body read
+    // nor any HMAC.
+    const auto refuse = [&](std::string_view reason) {
+      boxcar::log_event(*boxcar::logger("webhook"), boxcar::LogLevel::Warn, "webhook rejected",
+                        {{"reason", std::string(reason)}});
+      return rejection(401, "UNAUTHORIZED", std::string(reason));
+    };
+    if (candidates.empty()) return refuse("unknown_key_id");
+    if (const auto failure = check_headers(headers, std::chrono::system_clock::now(), options.tolerance))
+      return refuse(to_string(*failure));
 
-    // 1. The raw body, bounded: the signature covers these exact bytes.
+    // 2. The raw body, bounded in size and in time: the signature covers these exact bytes.
     const Response too_large =
         rejection(413, "BODY_TOO_LARGE", "body exceeds " + std::to_string(options.max_body_bytes) + " bytes");
     if (request->content_length > static_cast<long long>(options.max_body_bytes)) return too_large;
     std::string body;
     if (request->content_length > 0) body.reserve(static_cast<std::size_t>(request->content_length));
+    // One mg_read waits at most header_timeout (civetweb's request_timeout_ms), so a client
+    // trickling its body holds this thread for at most body_timeout + header_timeout.
+    const auto deadline = std::chrono::steady_clock::now() + options.body_timeout;
     char buffer[16 * 1024];
     for (;;) {
       const int n = mg_read(conn, buffer, sizeof buffer);
@@ -120,23 +257,22 @@ struct Server::Impl {
       if (n == 0) break;
       body.append(buffer, static_cast<std::size_t>(n));
       if (body.size() > options.max_body_bytes) return too_large;  // chunked body without a length
+      if (std::chrono::steady_clock::now() > deadline &&
+          !(request->content_length >= 0 && body.size() == static_cast<std::size_t>(request->content_length)))
+        return rejection(408, "BODY_TIMEOUT",
+                         "the body did not arrive within " + std::to_string(options.body_timeout.count()) + " ms",
+                         "body");
     }
 
-    // 2. Authenticate before parsing anything: the verifying key names the tenant.
-    const std::string_view id = header(conn, "webhook-id");
-    const VerifyResult verified = verify(options.keys,
-                                         {.id = id,
-                                          .timestamp = header(conn, "webhook-timestamp"),
-                                          .signature = header(conn, "webhook-signature"),
-                                          .body = body},
-                                         std::chrono::system_clock::now(), options.tolerance);
-    if (!verified.verified()) {
-      boxcar::log_event(*boxcar::logger("webhook"), boxcar::LogLevel::Warn, "webhook rejected",
-                        {{"reason", to_string(verified.status)}});
-      return rejection(401, "UNAUTHORIZED", to_string(verified.status));
-    }
+    // 3. Authenticate before parsing anything, with the selected tenant's secrets only.
+    const std::string_view id = headers.id;
+    VerifyInput input = headers;
+    input.body = body;
+    const VerifyResult verified = verify(candidates, input, std::chrono::system_clock::now(), options.tolerance);
+    hmacs += verified.keys_tried;
+    if (!verified.verified()) return refuse(to_string(verified.status));
 
-    // 3. Parse strictly: duplicate member names, non-finite or unsafe numbers, bad
+    // 4. Parse strictly: duplicate member names, non-finite or unsafe numbers, bad
     //    UTF-8 and hostile depth are refused (boxcar::canonicalize_text) instead of being
     //    silently resolved by a lenient parser. The canonical text then parses safely.
     Json event;
@@ -160,7 +296,7 @@ struct Server::Impl {
     const auto data = event.find("data");
     if (data == event.end()) return rejection(400, "INBOX_FIELD_REQUIRED", "'data' is required", "data");
 
-    // 4. Record it durably; only then may the sender hear 2xx.
+    // 5. Record it durably; only then may the sender hear 2xx.
     const std::string tenant = verified.tenant;
     try {
       const boxcar::Receipt receipt = inbox.accept({
@@ -201,15 +337,45 @@ struct Server::Impl {
   }
 };
 
-Server::Server(boxcar::Inbox& inbox, ServerOptions options) : impl_(std::make_unique<Impl>(inbox, std::move(options))) {
-  if (impl_->options.keys.empty()) throw std::invalid_argument("webhook: no signing keys configured");
+namespace {
+
+/// Refuses limits that would not bound anything, before civetweb starts.
+void check_limits(const ServerOptions& options) {
+  if (options.keys.empty()) throw std::invalid_argument("webhook: no signing keys configured");
+  if (options.threads < 4 || options.threads > 1024)
+    throw std::invalid_argument("webhook: threads must be between 4 and 1024");
+  if (options.header_timeout <= std::chrono::milliseconds::zero() || options.header_timeout > std::chrono::minutes(5))
+    throw std::invalid_argument("webhook: header_timeout must be between 1 ms and 5 min");
+  if (options.body_timeout <= std::chrono::milliseconds::zero() || options.body_timeout > std::chrono::minutes(5))
+    throw std::invalid_argument("webhook: body_timeout must be between 1 ms and 5 min");
+  // The reserve: one address may hold at most a quarter of the workers.
+  if (options.max_connections_per_client < 0 || options.max_connections_per_client > options.threads / 4)
+    throw std::invalid_argument("webhook: max_connections_per_client must be between 0 (off) and threads / 4");
+}
+
+}  // namespace
+
+Server::Server(boxcar::Inbox& inbox, ServerOptions options) {
+  check_limits(options);
+  impl_ = std::make_unique<Impl>(inbox, std::move(options));
   const std::string threads = std::to_string(impl_->options.threads);
-  // No document_root: civetweb serves no files, only the handler below.
-  const char* configuration[] = {
-      "listening_ports", impl_->options.listen.c_str(), "num_threads", threads.c_str(), "request_timeout_ms",
-      "30000",           "enable_keep_alive",           "no",          nullptr};
+  const std::string request_timeout = std::to_string(impl_->options.header_timeout.count());
+  // No document_root: civetweb serves no files, only the handler below. No keep-alive: a
+  // connection is one request, so the per-address count is a count of requests.
+  // linger_timeout_ms stays unset: close() never waits for a client that does not read.
+  const char* configuration[] = {"listening_ports",
+                                 impl_->options.listen.c_str(),
+                                 "num_threads",
+                                 threads.c_str(),
+                                 "request_timeout_ms",
+                                 request_timeout.c_str(),
+                                 "enable_keep_alive",
+                                 "no",
+                                 nullptr};
   mg_callbacks callbacks{};
   callbacks.log_message = &log_message;
+  callbacks.init_connection = &Impl::init_connection;
+  callbacks.connection_close = &Impl::connection_close;
   mg_init_data init{};
   init.callbacks = &callbacks;
   init.user_data = impl_.get();
@@ -239,5 +405,9 @@ Server::~Server() {
 }
 
 int Server::port() const noexcept { return impl_->port; }
+
+std::uint64_t Server::hmac_count() const noexcept { return impl_->hmacs.load(); }
+
+std::uint64_t Server::refused_connections() const noexcept { return impl_->refused.load(); }
 
 }  // namespace webhook
