@@ -2,17 +2,11 @@
 // status that tells a webhook sender whether to stop (2xx), give up (4xx) or redeliver (503).
 #include "webhook_server.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <civetweb.h>
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <stdexcept>
 #include <string_view>
@@ -23,6 +17,7 @@
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/core/canonical_json.hpp"
 #include "boxcar/core/logging.hpp"
+#include "body_deadlines.hpp"
 #include "client_limiter.hpp"
 
 namespace webhook {
@@ -84,58 +79,22 @@ std::string_view key_id_of(std::string_view path) {
   return valid_key_id(key_id) ? key_id : std::string_view{};
 }
 
-bool same_address(const sockaddr_storage& socket_address, const std::string& text, int port) {
-  if (socket_address.ss_family == AF_INET) {
-    const auto& in = reinterpret_cast<const sockaddr_in&>(socket_address);
-    in_addr parsed{};
-    return inet_pton(AF_INET, text.c_str(), &parsed) == 1 && ntohs(in.sin_port) == port &&
-           std::memcmp(&parsed, &in.sin_addr, sizeof parsed) == 0;
+/// One admitted request of a client address; leaves the ClientLimiter when it ends.
+class Admission {
+ public:
+  Admission(ClientLimiter& limiter, std::string address)
+      : limiter_(limiter), address_(std::move(address)), admitted_(limiter_.try_enter(address_)) {}
+  ~Admission() {
+    if (admitted_) limiter_.leave(address_);
   }
-  if (socket_address.ss_family == AF_INET6) {
-    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(socket_address);
-    in6_addr parsed{};
-    return inet_pton(AF_INET6, text.c_str(), &parsed) == 1 && ntohs(in6.sin6_port) == port &&
-           std::memcmp(&parsed, &in6.sin6_addr, sizeof parsed) == 0;
-  }
-  return false;
-}
+  Admission(const Admission&) = delete;
+  Admission& operator=(const Admission&) = delete;
+  bool admitted() const noexcept { return admitted_; }
 
-int local_port(const sockaddr_storage& socket_address) {
-  if (socket_address.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(socket_address).sin_port);
-  if (socket_address.ss_family == AF_INET6)
-    return ntohs(reinterpret_cast<const sockaddr_in6&>(socket_address).sin6_port);
-  return -1;
-}
-
-/// Ends a connection that civetweb has handed to a worker but not yet read from.
-///
-/// Why this way: civetweb 1.15 has no hook between accept() and the worker's header read,
-/// and no API that returns a connection's socket; a refused connection would otherwise hold
-/// its worker until header_timeout. Its socket is the one descriptor of this process whose
-/// peer is (remote_addr, remote_port) and whose local port is server_port: a live TCP
-/// connection's address pair is unique. shutdown() (never close(): civetweb owns the
-/// descriptor) makes the worker's pending read fail at once, and civetweb closes the socket
-/// itself. Only connections already over their address's limit pay for the scan.
-bool shut_down_connection(const mg_request_info& info) {
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", error)) {
-    const int fd = std::atoi(entry.path().filename().c_str());
-    sockaddr_storage peer{}, local{};
-    socklen_t peer_length = sizeof peer, local_length = sizeof local;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0) continue;
-    if (!same_address(peer, info.remote_addr, info.remote_port)) continue;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_length) != 0) continue;
-    if (local_port(local) != info.server_port) continue;
-    return ::shutdown(fd, SHUT_RDWR) == 0;
-  }
-  return false;
-}
-
-/// What init_connection learned about a connection; civetweb keeps it as the connection's
-/// user data until connection_close.
-struct ConnectionSlot {
-  std::string address;
-  bool admitted = false;
+ private:
+  ClientLimiter& limiter_;
+  std::string address_;
+  bool admitted_;
 };
 
 }  // namespace
@@ -145,6 +104,7 @@ struct Server::Impl {
   ServerOptions options;
   KeyRing keys;
   ClientLimiter limiter;
+  BodyDeadlines body_deadlines;
   std::atomic<std::uint64_t> hmacs{0};
   std::atomic<std::uint64_t> refused{0};
   mg_context* context = nullptr;
@@ -155,36 +115,6 @@ struct Server::Impl {
         options(std::move(options_)),
         keys(options.keys),
         limiter(static_cast<std::size_t>(options.max_connections_per_client)) {}
-
-  /// civetweb calls this on the worker thread that took a new connection, before it reads
-  /// the request: the place to count the connection against its address.
-  static int init_connection(const mg_connection* conn, void** conn_data) {
-    *conn_data = nullptr;
-    try {
-      auto* self = static_cast<Impl*>(mg_get_user_data(mg_get_context(conn)));
-      const mg_request_info* info = mg_get_request_info(conn);
-      if (!self || !info) return 0;
-      auto slot = std::make_unique<ConnectionSlot>(ConnectionSlot{.address = info->remote_addr});
-      slot->admitted = self->limiter.try_enter(slot->address);
-      if (!slot->admitted) {
-        ++self->refused;
-        // If the socket cannot be found, the handler still answers 429 after the headers.
-        shut_down_connection(*info);
-      }
-      *conn_data = slot.release();
-    } catch (...) {
-      // No slot: the connection is served without being counted (only on bad_alloc).
-    }
-    return 0;
-  }
-
-  static void connection_close(const mg_connection* conn) {
-    auto* slot = static_cast<ConnectionSlot*>(mg_get_user_connection_data(conn));
-    if (!slot) return;
-    if (slot->admitted)
-      if (auto* self = static_cast<Impl*>(mg_get_user_data(mg_get_context(conn)))) self->limiter.leave(slot->address);
-    delete slot;
-  }
 
   /// The C callback: never lets an exception cross into civetweb.
   static int handle(mg_connection* conn, void* data) {
@@ -207,16 +137,18 @@ struct Server::Impl {
   }
 
   Response serve(mg_connection* conn) {
-    // 0. Over its address's limit (and not already cut off in init_connection): refuse
-    //    before reading anything more.
-    if (const auto* slot = static_cast<const ConnectionSlot*>(mg_get_user_connection_data(conn));
-        slot && !slot->admitted) {
+    const mg_request_info* request = mg_get_request_info(conn);
+    if (!request) return rejection(400, "BAD_REQUEST", "no request");
+    // 0. One address may hold at most max_connections_per_client workers in this handler
+    //    (reading a body, waiting for the database); over it, refuse before reading more.
+    const Admission admission(limiter, request->remote_addr);
+    if (!admission.admitted()) {
+      ++refused;
       Response response = rejection(429, "TOO_MANY_CONNECTIONS", "too many concurrent requests from this address");
       response.headers.emplace_back("Retry-After", std::to_string(options.retry_after.count()));
       return response;
     }
-    const mg_request_info* request = mg_get_request_info(conn);
-    if (!request || !request->request_method || std::strcmp(request->request_method, "POST") != 0) {
+    if (!request->request_method || std::strcmp(request->request_method, "POST") != 0) {
       Response response = rejection(405, "METHOD_NOT_ALLOWED", "use POST");
       response.headers.emplace_back("Allow", "POST");
       return response;
@@ -247,21 +179,32 @@ struct Server::Impl {
     if (request->content_length > static_cast<long long>(options.max_body_bytes)) return too_large;
     std::string body;
     if (request->content_length > 0) body.reserve(static_cast<std::size_t>(request->content_length));
-    // One mg_read waits at most header_timeout (civetweb's request_timeout_ms), so a client
-    // trickling its body holds this thread for at most body_timeout + header_timeout.
-    const auto deadline = std::chrono::steady_clock::now() + options.body_timeout;
+    // A trickled body would keep one mg_read() blocked indefinitely: at the deadline the
+    // watchdog cuts the connection's reading and the blocked mg_read() returns.
+    const auto deadline = BodyDeadlines::Clock::now() + options.body_timeout;
+    const std::uint64_t token = body_deadlines.arm(
+        {.remote_address = request->remote_addr, .remote_port = request->remote_port, .local_port = request->server_port},
+        deadline);
+    struct Disarm {
+      BodyDeadlines& deadlines;
+      std::uint64_t token;
+      ~Disarm() { deadlines.disarm(token); }
+    } disarm{body_deadlines, token};
     char buffer[16 * 1024];
     for (;;) {
       const int n = mg_read(conn, buffer, sizeof buffer);
-      if (n < 0) return rejection(400, "BODY_UNREADABLE", "the request body could not be read", "body");
-      if (n == 0) break;
-      body.append(buffer, static_cast<std::size_t>(n));
+      if (n > 0) body.append(buffer, static_cast<std::size_t>(n));
       if (body.size() > options.max_body_bytes) return too_large;  // chunked body without a length
-      if (std::chrono::steady_clock::now() > deadline &&
-          !(request->content_length >= 0 && body.size() == static_cast<std::size_t>(request->content_length)))
+      const bool complete = request->content_length >= 0
+                                ? body.size() == static_cast<std::size_t>(request->content_length)
+                                : n == 0;
+      if (complete) break;
+      if (BodyDeadlines::Clock::now() >= deadline)
         return rejection(408, "BODY_TIMEOUT",
                          "the body did not arrive within " + std::to_string(options.body_timeout.count()) + " ms",
                          "body");
+      if (n < 0) return rejection(400, "BODY_UNREADABLE", "the request body could not be read", "body");
+      if (n == 0) break;  // the sender stopped early: the signature will not match
     }
 
     // 3. Authenticate before parsing anything, with the selected tenant's secrets only.
@@ -374,8 +317,6 @@ Server::Server(boxcar::Inbox& inbox, ServerOptions options) {
                                  nullptr};
   mg_callbacks callbacks{};
   callbacks.log_message = &log_message;
-  callbacks.init_connection = &Impl::init_connection;
-  callbacks.connection_close = &Impl::connection_close;
   mg_init_data init{};
   init.callbacks = &callbacks;
   init.user_data = impl_.get();
@@ -409,5 +350,7 @@ int Server::port() const noexcept { return impl_->port; }
 std::uint64_t Server::hmac_count() const noexcept { return impl_->hmacs.load(); }
 
 std::uint64_t Server::refused_connections() const noexcept { return impl_->refused.load(); }
+
+std::uint64_t Server::body_timeouts() const noexcept { return impl_->body_deadlines.expired(); }
 
 }  // namespace webhook

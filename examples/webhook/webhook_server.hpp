@@ -18,7 +18,8 @@
 //
 // Abuse bounds (each an option below): an unauthenticated request costs at most one HMAC
 // per secret of the tenant it names; reading headers and body is capped in time; one client
-// address holds at most max_connections_per_client of the `threads` workers.
+// address holds at most max_connections_per_client of the `threads` workers once its
+// headers are in.
 //
 // Thread-safety: civetweb serves requests on its own threads; the Inbox is thread-safe.
 // Blocking: the constructor binds the port; the destructor waits for in-flight requests.
@@ -59,19 +60,20 @@ struct ServerOptions {
   std::chrono::seconds tolerance = kDefaultTolerance;
   /// Retry-After sent with 503.
   std::chrono::seconds retry_after{5};
-  /// civetweb worker threads: concurrent connections, slow ones included. Idle threads cost
-  /// little; a slow client holds one for at most header_timeout + body_timeout (+ one read).
-  int threads = 64;
-  /// The whole request line and headers must arrive within this (civetweb request_timeout_ms,
-  /// which also bounds any single socket read or write).
+  /// civetweb worker threads = connections served at once, slow ones included (civetweb
+  /// gives each accepted connection a thread before reading its headers). Idle threads cost
+  /// little; the number is what a population of slow clients must exceed to delay others.
+  int threads = 256;
+  /// The request line and headers must arrive within this, in total (civetweb's
+  /// request_timeout_ms, which also bounds any single socket write).
   std::chrono::milliseconds header_timeout{5000};
   /// The whole body must arrive within this, counted from the end of the headers: 1 MiB in
   /// 10 s is a minimum average rate of ~100 KiB/s. A body still arriving is refused with 408.
   std::chrono::milliseconds body_timeout{10000};
-  /// Connections one client address may have open at once; over it the connection is closed
-  /// before its headers are read (or answered 429). 0 switches the limit off: do that behind
-  /// a reverse proxy, where every request comes from the proxy's address. Must leave a
-  /// reserve: at most threads / 4, so one address cannot hold more than a quarter of them.
+  /// Requests one client address may have past their headers at once (reading a body,
+  /// waiting for the database); over it: 429 before the body is read. 0 switches the limit
+  /// off: do that behind a reverse proxy, where every request comes from the proxy's
+  /// address. At most threads / 4, so one address always leaves a reserve of workers.
   int max_connections_per_client = 8;
 };
 
@@ -90,8 +92,10 @@ class Server {
   /// HMAC-SHA256 computations since start (VerifyResult::keys_tried summed): what the
   /// unauthenticated requests cost. For tests and monitoring.
   std::uint64_t hmac_count() const noexcept;
-  /// Connections refused because their address was over max_connections_per_client.
+  /// Requests refused with 429 because their address was over max_connections_per_client.
   std::uint64_t refused_connections() const noexcept;
+  /// Requests whose body was cut at body_timeout (408).
+  std::uint64_t body_timeouts() const noexcept;
 
  private:
   struct Impl;
