@@ -94,7 +94,6 @@ class SlowClients {
   std::thread trickler_;
 };
 
-
 }  // namespace
 
 TEST_CASE("an unauthenticated request costs at most its tenant's secrets in HMACs, and an unknown key id none") {
@@ -253,9 +252,9 @@ TEST_CASE("limits that would bound nothing are refused when the server is built"
                   std::invalid_argument);
   // No reserve: one address could hold every worker.
   CHECK_THROWS_AS(webhook::Server(inbox, with([](auto& o) {
-                    o.threads = 16;
-                    o.max_connections_per_client = 16;
-                  })),
+                                    o.threads = 16;
+                                    o.max_connections_per_client = 16;
+                                  })),
                   std::invalid_argument);
   CHECK_NOTHROW(webhook::Server(inbox, with([](auto& o) { o.max_connections_per_client = 0; })));
 }

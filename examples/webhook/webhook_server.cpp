@@ -182,9 +182,10 @@ struct Server::Impl {
     // A trickled body would keep one mg_read() blocked indefinitely: at the deadline the
     // watchdog cuts the connection's reading and the blocked mg_read() returns.
     const auto deadline = BodyDeadlines::Clock::now() + options.body_timeout;
-    const std::uint64_t token = body_deadlines.arm(
-        {.remote_address = request->remote_addr, .remote_port = request->remote_port, .local_port = request->server_port},
-        deadline);
+    const std::uint64_t token = body_deadlines.arm({.remote_address = request->remote_addr,
+                                                    .remote_port = request->remote_port,
+                                                    .local_port = request->server_port},
+                                                   deadline);
     struct Disarm {
       BodyDeadlines& deadlines;
       std::uint64_t token;
@@ -195,9 +196,8 @@ struct Server::Impl {
       const int n = mg_read(conn, buffer, sizeof buffer);
       if (n > 0) body.append(buffer, static_cast<std::size_t>(n));
       if (body.size() > options.max_body_bytes) return too_large;  // chunked body without a length
-      const bool complete = request->content_length >= 0
-                                ? body.size() == static_cast<std::size_t>(request->content_length)
-                                : n == 0;
+      const bool complete =
+          request->content_length >= 0 ? body.size() == static_cast<std::size_t>(request->content_length) : n == 0;
       if (complete) break;
       if (BodyDeadlines::Clock::now() >= deadline)
         return rejection(408, "BODY_TIMEOUT",
@@ -306,15 +306,9 @@ Server::Server(boxcar::Inbox& inbox, ServerOptions options) {
   // No document_root: civetweb serves no files, only the handler below. No keep-alive: a
   // connection is one request, so the per-address count is a count of requests.
   // linger_timeout_ms stays unset: close() never waits for a client that does not read.
-  const char* configuration[] = {"listening_ports",
-                                 impl_->options.listen.c_str(),
-                                 "num_threads",
-                                 threads.c_str(),
-                                 "request_timeout_ms",
-                                 request_timeout.c_str(),
-                                 "enable_keep_alive",
-                                 "no",
-                                 nullptr};
+  const char* configuration[] = {
+      "listening_ports",       impl_->options.listen.c_str(), "num_threads", threads.c_str(), "request_timeout_ms",
+      request_timeout.c_str(), "enable_keep_alive",           "no",          nullptr};
   mg_callbacks callbacks{};
   callbacks.log_message = &log_message;
   mg_init_data init{};

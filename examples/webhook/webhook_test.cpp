@@ -212,8 +212,8 @@ TEST_CASE("a key ring hands out only the named tenant's secrets, and none for an
 
   CHECK(webhook::valid_key_id("tenant_A.2-x"));
   CHECK(webhook::valid_key_id(std::string(64, 't')));
-  for (const std::string& bad : std::vector<std::string>{"", ".", "..", "a/b", "a b", "a%2F", std::string(65, 't'),
-                                                        std::string("a\0b", 3)})
+  for (const std::string& bad :
+       std::vector<std::string>{"", ".", "..", "a/b", "a b", "a%2F", std::string(65, 't'), std::string("a\0b", 3)})
     CHECK_FALSE(webhook::valid_key_id(bad));
   CHECK_THROWS_AS(webhook::parse_secrets("ten ant=" + kSecretA1), std::invalid_argument);
   CHECK_THROWS_AS(webhook::parse_secrets("a/b=" + kSecretA1), std::invalid_argument);
@@ -438,6 +438,10 @@ TEST_CASE("the example_webhook binary migrates its schema, serves a signed deliv
     ::setenv("WEBHOOK_LISTEN", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
     ::setenv("WEBHOOK_SECRETS", kSecretsSpec.c_str(), 1);
     ::setenv("WEBHOOK_CONSUMER", "orders.projection.v1", 1);
+    ::setenv("WEBHOOK_THREADS", "16", 1);
+    ::setenv("WEBHOOK_MAX_CONNECTIONS_PER_CLIENT", "4", 1);
+    ::setenv("WEBHOOK_HEADER_TIMEOUT_MS", "2000", 1);
+    ::setenv("WEBHOOK_BODY_TIMEOUT_MS", "3000", 1);
     ::execl(EXAMPLE_WEBHOOK_PATH, EXAMPLE_WEBHOOK_PATH, static_cast<char*>(nullptr));
     ::_exit(127);
   }

@@ -78,7 +78,7 @@ inline int connect_from(const std::string& source, int port) {
 /// Sends `request` and reads the whole response. A read that waits longer than
 /// `read_timeout` ends the response (then it throws "no HTTP response").
 inline HttpResponse http_request(int port, const std::string& request, const std::string& source = "127.0.0.1",
-                          std::chrono::milliseconds read_timeout = 60s) {
+                                 std::chrono::milliseconds read_timeout = 60s) {
   const int fd = connect_from(source, port);
   if (fd < 0) throw std::runtime_error("cannot connect to port " + std::to_string(port));
   timeval timeout{};
@@ -143,8 +143,8 @@ struct Delivery {
 inline std::string path_of(const Delivery& d) { return std::string(webhook::kPath) + "/" + d.tenant; }
 
 inline std::string request_text(const Delivery& d, const std::string& method = "POST", const std::string& path = {}) {
-  std::string request = method + " " + (path.empty() ? path_of(d) : path) + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" +
-                        "Content-Type: application/json\r\n";
+  std::string request = method + " " + (path.empty() ? path_of(d) : path) +
+                        " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + "Content-Type: application/json\r\n";
   if (!d.id.empty()) request += "webhook-id: " + d.id + "\r\n";
   if (!d.timestamp.empty()) request += "webhook-timestamp: " + d.timestamp + "\r\n";
   if (!d.signature.empty()) request += "webhook-signature: " + d.signature + "\r\n";
@@ -200,6 +200,5 @@ struct WebhookFixture {
   int port() const { return server.port(); }
   std::int64_t receipts() const { return db.count("SELECT count(*) FROM {schema}.inbox_receipts"); }
 };
-
 
 }  // namespace webhook_test
