@@ -113,7 +113,7 @@ struct Server::Impl {
   Impl(boxcar::Inbox& inbox_, ServerOptions options_)
       : inbox(inbox_),
         options(std::move(options_)),
-        keys(options.keys),
+        keys(std::move(options.keys)),  // the only copy of the secrets from here on
         limiter(static_cast<std::size_t>(options.max_connections_per_client)) {}
 
   /// The C callback: never lets an exception cross into civetweb.
