@@ -165,7 +165,7 @@ class BullmqFixture {
   Environment environment() const {
     return {{"REDIS_URL", redis_->url()},
             {"BULLMQ_QUEUE", "orders"},
-            {"WEBHOOK_URL", "http://127.0.0.1:" + std::to_string(webhook_port_) + "/webhooks/orders"},
+            {"WEBHOOK_URL", "http://127.0.0.1:" + std::to_string(webhook_port_) + "/webhooks/orders/tenant-a"},
             {"WEBHOOK_SECRET", secret()},
             {"BULLMQ_ATTEMPTS", std::to_string(kAttempts)},
             {"BULLMQ_BACKOFF_MS", "200"}};

@@ -3,7 +3,7 @@
 // each answer maps to complete / retry / fail. See README.md.
 //
 //   REDIS_URL, BULLMQ_QUEUE                       see config.mjs
-//   WEBHOOK_URL=http://127.0.0.1:8080/webhooks/orders
+//   WEBHOOK_URL=http://127.0.0.1:8080/webhooks/orders/tenant-a   the tenant is the ingress's key id
 //   WEBHOOK_SECRET=whsec_...                      (required) the key names the tenant
 //   WORKER_CONCURRENCY=8                          jobs in flight at once
 //   WEBHOOK_TIMEOUT_MS=10000                      per request; a timeout is retried
@@ -15,7 +15,7 @@ import { connection, intFromEnv, queueName } from './config.mjs';
 import { deliver } from './deliver.mjs';
 import { decodeSecret } from './signature.mjs';
 
-const url = process.env.WEBHOOK_URL || 'http://127.0.0.1:8080/webhooks/orders';
+const url = process.env.WEBHOOK_URL || 'http://127.0.0.1:8080/webhooks/orders/tenant-a';
 let key;
 let concurrency;
 let timeoutMs;

@@ -6,10 +6,13 @@
 //   WEBHOOK_LISTEN=127.0.0.1:8080          civetweb listening_ports
 //   WEBHOOK_SECRETS=tenant-a=whsec_...,tenant-a=whsec_...,tenant-b=whsec_...   (required)
 //   WEBHOOK_CONSUMER=orders.projection.v1
+//   Abuse limits (README.md, "Limits"): WEBHOOK_THREADS=256, WEBHOOK_HEADER_TIMEOUT_MS=5000,
+//   WEBHOOK_BODY_TIMEOUT_MS=10000, WEBHOOK_MAX_CONNECTIONS_PER_CLIENT=8 (0: off, behind a proxy)
 //
 // Runs until SIGTERM or SIGINT, then finishes in-flight requests and exits 0.
 #include <signal.h>
 
+#include <charconv>
 #include <csignal>
 #include <cstdlib>
 #include <exception>
@@ -28,6 +31,18 @@ namespace {
 std::string env(const char* name, const std::string& fallback = {}) {
   const char* value = std::getenv(name);
   return value && *value ? std::string(value) : fallback;
+}
+
+/// A non-negative integer variable, or `fallback` when unset. @throws std::invalid_argument
+/// naming the variable; the Server checks the ranges.
+int env_int(const char* name, int fallback) {
+  const std::string text = env(name);
+  if (text.empty()) return fallback;
+  int value = 0;
+  const auto parsed = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (parsed.ec != std::errc{} || parsed.ptr != text.data() + text.size() || value < 0)
+    throw std::invalid_argument(std::string(name) + " must be a non-negative integer, got '" + text + "'");
+  return value;
 }
 
 }  // namespace
@@ -62,9 +77,17 @@ int main() {
     boxcar::migrate(url, {.schema = schema});  // idempotent; also `boxcar migrate`
     auto pool = boxcar::ConnectionPool::create({.url = url});
     boxcar::Inbox inbox(pool, {.schema = schema, .consumers = {consumer}});
-    webhook::Server server(inbox, {.listen = listen, .keys = std::move(keys), .consumer = consumer});
-    spdlog::info("example_webhook: POST http://{}{} (port {}), consumer {}", listen, webhook::kPath, server.port(),
-                 consumer);
+    webhook::ServerOptions options{.listen = listen, .keys = std::move(keys), .consumer = consumer};
+    options.threads = env_int("WEBHOOK_THREADS", options.threads);
+    options.header_timeout = std::chrono::milliseconds(
+        env_int("WEBHOOK_HEADER_TIMEOUT_MS", static_cast<int>(options.header_timeout.count())));
+    options.body_timeout =
+        std::chrono::milliseconds(env_int("WEBHOOK_BODY_TIMEOUT_MS", static_cast<int>(options.body_timeout.count())));
+    options.max_connections_per_client =
+        env_int("WEBHOOK_MAX_CONNECTIONS_PER_CLIENT", options.max_connections_per_client);
+    webhook::Server server(inbox, std::move(options));
+    spdlog::info("example_webhook: POST http://{}{}/<tenant> (port {}), consumer {}", listen, webhook::kPath,
+                 server.port(), consumer);
 
     int signal = 0;
     sigwait(&stop_signals, &signal);

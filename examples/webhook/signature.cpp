@@ -125,6 +125,9 @@ std::vector<SigningKey> parse_secrets(std::string_view spec) {
       throw std::invalid_argument("expected tenant=whsec_<base64>, got an entry without '='");
     const std::string_view tenant = trim(entry.substr(0, equals));
     if (tenant.empty()) throw std::invalid_argument("an entry has an empty tenant");
+    // Never quote the entry: it holds a secret. The tenant is the key id in the URL.
+    if (!valid_key_id(tenant))
+      throw std::invalid_argument("a tenant must be 1-64 characters of A-Z a-z 0-9 . _ - (it is the URL's key id)");
     keys.push_back({.tenant = std::string(tenant), .secret = decode_secret(entry.substr(equals + 1))});
   }
   if (keys.empty()) throw std::invalid_argument("no secrets configured");
@@ -135,6 +138,30 @@ std::vector<SigningKey> parse_secrets(std::string_view spec) {
         throw std::invalid_argument("one secret is configured for tenants '" + keys[j].tenant + "' and '" +
                                     keys[i].tenant + "'");
   return keys;
+}
+
+bool valid_key_id(std::string_view key_id) noexcept {
+  if (key_id.empty() || key_id.size() > 64 || key_id == "." || key_id == "..") return false;
+  return std::all_of(key_id.begin(), key_id.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-';
+  });
+}
+
+KeyRing::KeyRing(std::vector<SigningKey> keys) {
+  if (keys.empty()) throw std::invalid_argument("no signing keys configured");
+  for (SigningKey& key : keys) {
+    if (!valid_key_id(key.tenant))
+      throw std::invalid_argument("a tenant must be 1-64 characters of A-Z a-z 0-9 . _ - (it is the URL's key id)");
+    std::vector<SigningKey>& tenant_keys = by_tenant_[key.tenant];
+    tenant_keys.push_back(std::move(key));
+  }
+}
+
+std::span<const SigningKey> KeyRing::keys_for(std::string_view key_id) const {
+  const auto found = by_tenant_.find(key_id);
+  if (found == by_tenant_.end()) return {};
+  return found->second;
 }
 
 const char* to_string(VerifyStatus status) noexcept {
@@ -165,20 +192,25 @@ std::string sign(std::span<const std::uint8_t> secret, std::string_view id, std:
   return std::string(kSignatureVersion) + base64_encode(mac);
 }
 
-VerifyResult verify(std::span<const SigningKey> keys, const VerifyInput& input,
-                    std::chrono::system_clock::time_point now, std::chrono::seconds tolerance) {
-  if (input.id.empty() || input.timestamp.empty() || input.signature.empty())
-    return {.status = VerifyStatus::MissingHeader};
+std::optional<VerifyStatus> check_headers(const VerifyInput& input, std::chrono::system_clock::time_point now,
+                                          std::chrono::seconds tolerance) noexcept {
+  if (input.id.empty() || input.timestamp.empty() || input.signature.empty()) return VerifyStatus::MissingHeader;
 
   std::int64_t timestamp = 0;
   const char* end = input.timestamp.data() + input.timestamp.size();
   const auto parsed = std::from_chars(input.timestamp.data(), end, timestamp);
   if (parsed.ec != std::errc{} || parsed.ptr != end || input.timestamp.front() == '-')
-    return {.status = VerifyStatus::InvalidTimestamp};
+    return VerifyStatus::InvalidTimestamp;
   // Reject before any HMAC work: a stale delivery is a replay or a clock problem.
   const std::int64_t now_seconds = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   if (timestamp < now_seconds - tolerance.count() || timestamp > now_seconds + tolerance.count())
-    return {.status = VerifyStatus::StaleTimestamp};
+    return VerifyStatus::StaleTimestamp;
+  return std::nullopt;
+}
+
+VerifyResult verify(std::span<const SigningKey> keys, const VerifyInput& input,
+                    std::chrono::system_clock::time_point now, std::chrono::seconds tolerance) {
+  if (const auto failure = check_headers(input, now, tolerance)) return {.status = *failure};
 
   // The candidate signatures: `v1,<base64>` entries; other schemes (e.g. v1a) are skipped.
   std::vector<Mac> candidates;
@@ -198,14 +230,17 @@ VerifyResult verify(std::span<const SigningKey> keys, const VerifyInput& input,
 
   // Every key against every candidate, without stopping early: the time taken does
   // not tell an attacker which key or which signature came close.
+  // The candidate keys are one tenant's (selected by key id), so this loop is short.
   const SigningKey* match = nullptr;
+  std::size_t tried = 0;
   for (const SigningKey& key : keys) {
     const Mac expected = hmac_sha256(key.secret, input.id, input.timestamp, input.body);
+    ++tried;
     for (const Mac& candidate : candidates)
       if (constant_time_equal(expected, candidate) && !match) match = &key;
   }
-  if (!match) return {.status = VerifyStatus::NoMatchingSignature};
-  return {.status = VerifyStatus::Verified, .tenant = match->tenant};
+  if (!match) return {.status = VerifyStatus::NoMatchingSignature, .keys_tried = tried};
+  return {.status = VerifyStatus::Verified, .tenant = match->tenant, .keys_tried = tried};
 }
 
 }  // namespace webhook

@@ -4,6 +4,7 @@
 
 #include <civetweb.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -16,6 +17,8 @@
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/core/canonical_json.hpp"
 #include "boxcar/core/logging.hpp"
+#include "body_deadlines.hpp"
+#include "client_limiter.hpp"
 
 namespace webhook {
 
@@ -67,15 +70,51 @@ int log_message(const mg_connection*, const char* message) {
   return 1;  // handled: civetweb prints nothing itself
 }
 
+/// The key id: the one path segment after kPath (`/webhooks/orders/<tenant>`), or empty
+/// when the path has another shape.
+std::string_view key_id_of(std::string_view path) {
+  const std::string_view prefix = kPath;
+  if (!path.starts_with(prefix) || path.size() <= prefix.size() + 1 || path[prefix.size()] != '/') return {};
+  const std::string_view key_id = path.substr(prefix.size() + 1);
+  return valid_key_id(key_id) ? key_id : std::string_view{};
+}
+
+/// One admitted request of a client address; leaves the ClientLimiter when it ends.
+class Admission {
+ public:
+  Admission(ClientLimiter& limiter, std::string address)
+      : limiter_(limiter), address_(std::move(address)), admitted_(limiter_.try_enter(address_)) {}
+  ~Admission() {
+    if (admitted_) limiter_.leave(address_);
+  }
+  Admission(const Admission&) = delete;
+  Admission& operator=(const Admission&) = delete;
+  bool admitted() const noexcept { return admitted_; }
+
+ private:
+  ClientLimiter& limiter_;
+  std::string address_;
+  bool admitted_;
+};
+
 }  // namespace
 
 struct Server::Impl {
   boxcar::Inbox& inbox;
   ServerOptions options;
+  KeyRing keys;
+  ClientLimiter limiter;
+  BodyDeadlines body_deadlines;
+  std::atomic<std::uint64_t> hmacs{0};
+  std::atomic<std::uint64_t> refused{0};
   mg_context* context = nullptr;
   int port = 0;
 
-  Impl(boxcar::Inbox& inbox_, ServerOptions options_) : inbox(inbox_), options(std::move(options_)) {}
+  Impl(boxcar::Inbox& inbox_, ServerOptions options_)
+      : inbox(inbox_),
+        options(std::move(options_)),
+        keys(std::move(options.keys)),  // the only copy of the secrets from here on
+        limiter(static_cast<std::size_t>(options.max_connections_per_client)) {}
 
   /// The C callback: never lets an exception cross into civetweb.
   static int handle(mg_connection* conn, void* data) {
@@ -99,44 +138,84 @@ struct Server::Impl {
 
   Response serve(mg_connection* conn) {
     const mg_request_info* request = mg_get_request_info(conn);
-    if (!request || !request->request_method || std::strcmp(request->request_method, "POST") != 0) {
+    if (!request) return rejection(400, "BAD_REQUEST", "no request");
+    // 0. One address may hold at most max_connections_per_client workers in this handler
+    //    (reading a body, waiting for the database); over it, refuse before reading more.
+    const Admission admission(limiter, request->remote_addr);
+    if (!admission.admitted()) {
+      ++refused;
+      Response response = rejection(429, "TOO_MANY_CONNECTIONS", "too many concurrent requests from this address");
+      response.headers.emplace_back("Retry-After", std::to_string(options.retry_after.count()));
+      return response;
+    }
+    if (!request->request_method || std::strcmp(request->request_method, "POST") != 0) {
       Response response = rejection(405, "METHOD_NOT_ALLOWED", "use POST");
       response.headers.emplace_back("Allow", "POST");
       return response;
     }
-    if (request->local_uri && std::strcmp(request->local_uri, kPath) != 0)
-      return rejection(404, "NOT_FOUND", "no such endpoint");
+    // 1. The key id in the path selects the candidate secrets: one tenant's, never all.
+    const std::string_view key_id = key_id_of(request->local_uri ? request->local_uri : "");
+    if (key_id.empty())
+      return rejection(404, "NOT_FOUND", std::string("no such endpoint; POST ") + kPath + "/<tenant>");
+    const std::span<const SigningKey> candidates = keys.keys_for(key_id);
+    const VerifyInput headers{.id = header(conn, "webhook-id"),
+                              .timestamp = header(conn, "webhook-timestamp"),
+                              .signature = header(conn, "webhook-signature"),
+                              .body = {}};
+    // An unknown key id, missing headers and a stale timestamp cost neither the body read
+    // nor any HMAC.
+    const auto refuse = [&](std::string_view reason) {
+      boxcar::log_event(*boxcar::logger("webhook"), boxcar::LogLevel::Warn, "webhook rejected",
+                        {{"reason", std::string(reason)}});
+      return rejection(401, "UNAUTHORIZED", std::string(reason));
+    };
+    if (candidates.empty()) return refuse("unknown_key_id");
+    if (const auto failure = check_headers(headers, std::chrono::system_clock::now(), options.tolerance))
+      return refuse(to_string(*failure));
 
-    // 1. The raw body, bounded: the signature covers these exact bytes.
+    // 2. The raw body, bounded in size and in time: the signature covers these exact bytes.
     const Response too_large =
         rejection(413, "BODY_TOO_LARGE", "body exceeds " + std::to_string(options.max_body_bytes) + " bytes");
     if (request->content_length > static_cast<long long>(options.max_body_bytes)) return too_large;
     std::string body;
     if (request->content_length > 0) body.reserve(static_cast<std::size_t>(request->content_length));
+    // A trickled body would keep one mg_read() blocked indefinitely: at the deadline the
+    // watchdog cuts the connection's reading and the blocked mg_read() returns.
+    const auto deadline = BodyDeadlines::Clock::now() + options.body_timeout;
+    const std::uint64_t token = body_deadlines.arm({.remote_address = request->remote_addr,
+                                                    .remote_port = request->remote_port,
+                                                    .local_port = request->server_port},
+                                                   deadline);
+    struct Disarm {
+      BodyDeadlines& deadlines;
+      std::uint64_t token;
+      ~Disarm() { deadlines.disarm(token); }
+    } disarm{body_deadlines, token};
     char buffer[16 * 1024];
     for (;;) {
       const int n = mg_read(conn, buffer, sizeof buffer);
-      if (n < 0) return rejection(400, "BODY_UNREADABLE", "the request body could not be read", "body");
-      if (n == 0) break;
-      body.append(buffer, static_cast<std::size_t>(n));
+      if (n > 0) body.append(buffer, static_cast<std::size_t>(n));
       if (body.size() > options.max_body_bytes) return too_large;  // chunked body without a length
+      const bool complete =
+          request->content_length >= 0 ? body.size() == static_cast<std::size_t>(request->content_length) : n == 0;
+      if (complete) break;
+      if (BodyDeadlines::Clock::now() >= deadline)
+        return rejection(408, "BODY_TIMEOUT",
+                         "the body did not arrive within " + std::to_string(options.body_timeout.count()) + " ms",
+                         "body");
+      if (n < 0) return rejection(400, "BODY_UNREADABLE", "the request body could not be read", "body");
+      if (n == 0) break;  // the sender stopped early: the signature will not match
     }
 
-    // 2. Authenticate before parsing anything: the verifying key names the tenant.
-    const std::string_view id = header(conn, "webhook-id");
-    const VerifyResult verified = verify(options.keys,
-                                         {.id = id,
-                                          .timestamp = header(conn, "webhook-timestamp"),
-                                          .signature = header(conn, "webhook-signature"),
-                                          .body = body},
-                                         std::chrono::system_clock::now(), options.tolerance);
-    if (!verified.verified()) {
-      boxcar::log_event(*boxcar::logger("webhook"), boxcar::LogLevel::Warn, "webhook rejected",
-                        {{"reason", to_string(verified.status)}});
-      return rejection(401, "UNAUTHORIZED", to_string(verified.status));
-    }
+    // 3. Authenticate before parsing anything, with the selected tenant's secrets only.
+    const std::string_view id = headers.id;
+    VerifyInput input = headers;
+    input.body = body;
+    const VerifyResult verified = verify(candidates, input, std::chrono::system_clock::now(), options.tolerance);
+    hmacs += verified.keys_tried;
+    if (!verified.verified()) return refuse(to_string(verified.status));
 
-    // 3. Parse strictly: duplicate member names, non-finite or unsafe numbers, bad
+    // 4. Parse strictly: duplicate member names, non-finite or unsafe numbers, bad
     //    UTF-8 and hostile depth are refused (boxcar::canonicalize_text) instead of being
     //    silently resolved by a lenient parser. The canonical text then parses safely.
     Json event;
@@ -160,7 +239,7 @@ struct Server::Impl {
     const auto data = event.find("data");
     if (data == event.end()) return rejection(400, "INBOX_FIELD_REQUIRED", "'data' is required", "data");
 
-    // 4. Record it durably; only then may the sender hear 2xx.
+    // 5. Record it durably; only then may the sender hear 2xx.
     const std::string tenant = verified.tenant;
     try {
       const boxcar::Receipt receipt = inbox.accept({
@@ -201,13 +280,35 @@ struct Server::Impl {
   }
 };
 
-Server::Server(boxcar::Inbox& inbox, ServerOptions options) : impl_(std::make_unique<Impl>(inbox, std::move(options))) {
-  if (impl_->options.keys.empty()) throw std::invalid_argument("webhook: no signing keys configured");
+namespace {
+
+/// Refuses limits that would not bound anything, before civetweb starts.
+void check_limits(const ServerOptions& options) {
+  if (options.keys.empty()) throw std::invalid_argument("webhook: no signing keys configured");
+  if (options.threads < 4 || options.threads > 1024)
+    throw std::invalid_argument("webhook: threads must be between 4 and 1024");
+  if (options.header_timeout <= std::chrono::milliseconds::zero() || options.header_timeout > std::chrono::minutes(5))
+    throw std::invalid_argument("webhook: header_timeout must be between 1 ms and 5 min");
+  if (options.body_timeout <= std::chrono::milliseconds::zero() || options.body_timeout > std::chrono::minutes(5))
+    throw std::invalid_argument("webhook: body_timeout must be between 1 ms and 5 min");
+  // The reserve: one address may hold at most a quarter of the workers.
+  if (options.max_connections_per_client < 0 || options.max_connections_per_client > options.threads / 4)
+    throw std::invalid_argument("webhook: max_connections_per_client must be between 0 (off) and threads / 4");
+}
+
+}  // namespace
+
+Server::Server(boxcar::Inbox& inbox, ServerOptions options) {
+  check_limits(options);
+  impl_ = std::make_unique<Impl>(inbox, std::move(options));
   const std::string threads = std::to_string(impl_->options.threads);
-  // No document_root: civetweb serves no files, only the handler below.
+  const std::string request_timeout = std::to_string(impl_->options.header_timeout.count());
+  // No document_root: civetweb serves no files, only the handler below. No keep-alive: a
+  // connection is one request, so the per-address count is a count of requests.
+  // linger_timeout_ms stays unset: close() never waits for a client that does not read.
   const char* configuration[] = {
-      "listening_ports", impl_->options.listen.c_str(), "num_threads", threads.c_str(), "request_timeout_ms",
-      "30000",           "enable_keep_alive",           "no",          nullptr};
+      "listening_ports",       impl_->options.listen.c_str(), "num_threads", threads.c_str(), "request_timeout_ms",
+      request_timeout.c_str(), "enable_keep_alive",           "no",          nullptr};
   mg_callbacks callbacks{};
   callbacks.log_message = &log_message;
   mg_init_data init{};
@@ -239,5 +340,11 @@ Server::~Server() {
 }
 
 int Server::port() const noexcept { return impl_->port; }
+
+std::uint64_t Server::hmac_count() const noexcept { return impl_->hmacs.load(); }
+
+std::uint64_t Server::refused_connections() const noexcept { return impl_->refused.load(); }
+
+std::uint64_t Server::body_timeouts() const noexcept { return impl_->body_deadlines.expired(); }
 
 }  // namespace webhook

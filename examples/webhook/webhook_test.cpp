@@ -1,168 +1,22 @@
 // The webhook example's tests: verify() on its own (no database), then every row of the
 // response table with real HTTP requests over loopback against an in-process server on a
-// free port, backed by a fresh TestSchema schema.
-#include <arpa/inet.h>
-#include <netinet/in.h>
+// free port, backed by a fresh TestSchema schema. Abuse limits: webhook_abuse_test.cpp.
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 
-#include <cctype>
 #include <chrono>
-#include <cstring>
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "boxcar/inbox/inbox.hpp"
-#include "signature.hpp"
-#include "boxcar/testing/testing.hpp"
-#include "webhook_server.hpp"
+#include "webhook_test_support.hpp"
 
 using namespace std::chrono_literals;
-using Json = nlohmann::json;
-
-namespace {
-
-// ---------------------------------------------------------------- test material
-
-std::vector<std::uint8_t> bytes(std::string_view text) { return {text.begin(), text.end()}; }
-
-std::string whsec(std::string_view raw) { return "whsec_" + webhook::base64_encode(bytes(raw)); }
-
-const std::string kSecretA1 = whsec("tenant-a first secret, 32 bytes!");
-const std::string kSecretA2 = whsec("tenant-a rotated secret, 32 byte");
-const std::string kSecretB = whsec("tenant-b secret .. 32 bytes long");
-const std::string kUnknownSecret = whsec("nobody's secret ... 32 bytes ...");
-
-std::string now_timestamp(std::chrono::seconds offset = 0s) {
-  return std::to_string(
-      std::chrono::duration_cast<std::chrono::seconds>((std::chrono::system_clock::now() + offset).time_since_epoch())
-          .count());
-}
-
-// ---------------------------------------------------------------- loopback HTTP client
-
-struct HttpResponse {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // lower-case names
-  std::string body;
-  Json json() const { return Json::parse(body); }
-};
-
-HttpResponse http_request(int port, const std::string& request) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    throw std::runtime_error("cannot connect to port " + std::to_string(port));
-  }
-  for (std::size_t sent = 0; sent < request.size();) {
-    const ssize_t n = ::write(fd, request.data() + sent, request.size() - sent);
-    if (n <= 0) {
-      ::close(fd);
-      throw std::runtime_error("write failed");
-    }
-    sent += static_cast<std::size_t>(n);
-  }
-  std::string raw;
-  char buffer[8192];
-  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) raw.append(buffer, static_cast<std::size_t>(n));
-  ::close(fd);
-
-  HttpResponse response;
-  const std::size_t head_end = raw.find("\r\n\r\n");
-  if (head_end == std::string::npos) throw std::runtime_error("no HTTP response: '" + raw + "'");
-  const std::string head = raw.substr(0, head_end);
-  response.body = raw.substr(head_end + 4);
-  std::size_t line_start = head.find("\r\n");
-  response.status = std::stoi(head.substr(head.find(' ') + 1, 3));
-  while (line_start != std::string::npos) {
-    line_start += 2;
-    const std::size_t line_end = head.find("\r\n", line_start);
-    const std::string line = head.substr(line_start, line_end - line_start);
-    if (const std::size_t colon = line.find(':'); colon != std::string::npos) {
-      std::string name = line.substr(0, colon);
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      std::string value = line.substr(colon + 1);
-      while (!value.empty() && value.front() == ' ') value.erase(0, 1);
-      response.headers[name] = value;
-    }
-    line_start = line_end;
-  }
-  return response;
-}
-
-struct Delivery {
-  std::string id;
-  std::string timestamp = now_timestamp();
-  std::string body;
-  std::string signature{};  // empty: leave the header out
-
-  /// Signs with `secrets` (whsec_...), space-separated like a rotating sender.
-  Delivery& signed_with(std::initializer_list<std::string> secrets) {
-    signature.clear();
-    for (const std::string& secret : secrets) {
-      if (!signature.empty()) signature += ' ';
-      signature += webhook::sign(webhook::decode_secret(secret), id, timestamp, body);
-    }
-    return *this;
-  }
-};
-
-std::string request_text(const Delivery& d, const std::string& method = "POST",
-                         const std::string& path = webhook::kPath) {
-  std::string request = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" +
-                        "Content-Type: application/json\r\n";
-  if (!d.id.empty()) request += "webhook-id: " + d.id + "\r\n";
-  if (!d.timestamp.empty()) request += "webhook-timestamp: " + d.timestamp + "\r\n";
-  if (!d.signature.empty()) request += "webhook-signature: " + d.signature + "\r\n";
-  request += "Content-Length: " + std::to_string(d.body.size()) + "\r\n\r\n" + d.body;
-  return request;
-}
-
-HttpResponse post(int port, const Delivery& d) { return http_request(port, request_text(d)); }
-
-std::string order_created(const std::string& order_id, double total = 99.5) {
-  return Json{{"type", "order.created"}, {"version", 1}, {"data", {{"orderId", order_id}, {"total", total}}}}.dump();
-}
-
-/// A port nothing listens on: bound once, then released.
-int dead_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t length = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-const std::string kSecretsSpec = "tenant-a=" + kSecretA1 + ", tenant-a=" + kSecretA2 + ",tenant-b=" + kSecretB;
-
-/// A webhook server on a free loopback port over a fresh schema.
-struct WebhookFixture {
-  boxcar::testing::TestSchema db;
-  boxcar::Inbox inbox{db.pool(), {.schema = db.schema(), .consumers = {"orders.projection.v1"}}};
-  webhook::Server server{inbox, {.listen = "127.0.0.1:0", .keys = webhook::parse_secrets(kSecretsSpec)}};
-
-  int port() const { return server.port(); }
-  std::int64_t receipts() const { return db.count("SELECT count(*) FROM {schema}.inbox_receipts"); }
-};
-
-}  // namespace
+using namespace webhook_test;
 
 // ================================================================ verify() unit tests
 
@@ -316,6 +170,55 @@ TEST_CASE("secrets parse as tenant=whsec_<base64> lists and bad ones are refused
   CHECK(webhook::base64_encode(bytes("hi!?")) == "aGkhPw==");
 }
 
+TEST_CASE("verify computes one HMAC per candidate key, and none when the headers are refused") {
+  const auto keys = webhook::parse_secrets(kSecretsSpec);
+  const auto now = std::chrono::system_clock::now();
+  const std::string ts =
+      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count());
+  const std::string body(64 * 1024, 'x');
+  const std::string sig = webhook::sign(webhook::decode_secret(kUnknownSecret), "evt-1", ts, body);
+  const webhook::VerifyInput input{.id = "evt-1", .timestamp = ts, .signature = sig, .body = body};
+
+  CHECK(webhook::verify(keys, input, now).keys_tried == keys.size());
+  CHECK(webhook::verify(std::span(keys).first(1), input, now).keys_tried == 1);
+  const webhook::VerifyResult none = webhook::verify({}, input, now);
+  CHECK(none.status == webhook::VerifyStatus::NoMatchingSignature);
+  CHECK(none.keys_tried == 0);
+
+  webhook::VerifyInput stale = input;
+  const std::string old = std::to_string(std::stoll(ts) - 3600);
+  stale.timestamp = old;
+  CHECK(webhook::verify(keys, stale, now).keys_tried == 0);
+  CHECK(webhook::check_headers(stale, now) == webhook::VerifyStatus::StaleTimestamp);
+  webhook::VerifyInput garbage = input;
+  garbage.signature = "v1,not-base64!";
+  CHECK(webhook::verify(keys, garbage, now).keys_tried == 0);
+  CHECK_FALSE(webhook::check_headers(input, now).has_value());
+}
+
+TEST_CASE("a key ring hands out only the named tenant's secrets, and none for an unknown key id") {
+  const webhook::KeyRing ring(many_tenants(50));
+  CHECK(ring.tenant_count() == 52);
+  const auto a = ring.keys_for("tenant-a");
+  REQUIRE(a.size() == 2);
+  CHECK(a[0].secret == webhook::decode_secret(kSecretA1));
+  CHECK(a[1].secret == webhook::decode_secret(kSecretA2));
+  CHECK(ring.keys_for("tenant-7").size() == 1);
+  CHECK(ring.keys_for("tenant-7")[0].tenant == "tenant-7");
+  CHECK(ring.keys_for("tenant-zz").empty());
+  CHECK(ring.keys_for("").empty());
+  CHECK(ring.keys_for("TENANT-A").empty());  // key ids are exact
+  CHECK_THROWS_AS(webhook::KeyRing({}), std::invalid_argument);
+
+  CHECK(webhook::valid_key_id("tenant_A.2-x"));
+  CHECK(webhook::valid_key_id(std::string(64, 't')));
+  for (const std::string& bad :
+       std::vector<std::string>{"", ".", "..", "a/b", "a b", "a%2F", std::string(65, 't'), std::string("a\0b", 3)})
+    CHECK_FALSE(webhook::valid_key_id(bad));
+  CHECK_THROWS_AS(webhook::parse_secrets("ten ant=" + kSecretA1), std::invalid_argument);
+  CHECK_THROWS_AS(webhook::parse_secrets("a/b=" + kSecretA1), std::invalid_argument);
+}
+
 // ================================================================ HTTP integration tests
 
 TEST_CASE("a correctly signed delivery is accepted with 202 and stored PENDING under the key's tenant") {
@@ -375,7 +278,7 @@ TEST_CASE("the same webhook-id with a different body is rejected with 409 IDENTI
   CHECK(f.db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE payload->>'total' = '10'") == 1);
 
   // The same id from another tenant is another identity, not a conflict.
-  Delivery b{.id = "evt-conflict", .body = order_created("o-1", 11)};
+  Delivery b{.id = "evt-conflict", .body = order_created("o-1", 11), .tenant = "tenant-b"};
   CHECK(post(f.port(), b.signed_with({kSecretB})).status == 202);
 }
 
@@ -394,6 +297,11 @@ TEST_CASE("a bad or missing signature is rejected with 401 and nothing is stored
     d.id.clear();
   }
   SECTION("a garbage signature") { d.signature = "v1,xyz"; }
+  SECTION("signed with tenant-b's key but sent to tenant-a's URL") { d.signed_with({kSecretB}); }
+  SECTION("a tenant that is not configured") {
+    d.signed_with({kSecretA1});
+    d.tenant = "tenant-zz";
+  }
 
   const HttpResponse r = post(f.port(), d);
   INFO(r.body);
@@ -424,7 +332,7 @@ TEST_CASE("a delivery signed only with the rotated second secret verifies for th
   // A sender mid-rotation sends both; tenant-b's key maps to tenant-b.
   Delivery both{.id = "evt-both", .body = order_created("o-8")};
   CHECK(post(f.port(), both.signed_with({kSecretA1, kSecretA2})).status == 202);
-  Delivery b{.id = "evt-b", .body = order_created("o-9")};
+  Delivery b{.id = "evt-b", .body = order_created("o-9"), .tenant = "tenant-b"};
   CHECK(post(f.port(), b.signed_with({kSecretB})).status == 202);
   CHECK(f.db.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE scope_id = 'tenant-b'") == 1);
 }
@@ -478,12 +386,18 @@ TEST_CASE("a body over 1 MiB is refused with 413 and nothing is stored") {
   CHECK(f.receipts() == 0);
 }
 
-TEST_CASE("only POST /webhooks/orders is served") {
+TEST_CASE("only POST /webhooks/orders/<tenant> is served") {
   WebhookFixture f;
   Delivery d{.id = "evt-get", .body = ""};
   CHECK(http_request(f.port(), request_text(d, "GET")).status == 405);
-  CHECK(http_request(f.port(), request_text(d, "POST", "/webhooks/orders/extra")).status == 404);
+  CHECK(http_request(f.port(), request_text(d, "POST", "/webhooks/orders")).status == 404);
+  CHECK(http_request(f.port(), request_text(d, "POST", "/webhooks/orders/")).status == 404);
+  CHECK(http_request(f.port(), request_text(d, "POST", "/webhooks/orders/tenant-a/extra")).status == 404);
+  CHECK(http_request(f.port(), request_text(d, "POST", "/webhooks/orders/ten%20ant")).status == 404);
   CHECK(http_request(f.port(), request_text(d, "POST", "/elsewhere")).status == 404);
+  const HttpResponse unknown = http_request(f.port(), request_text(d, "POST", "/webhooks/orders/extra"));
+  CHECK(unknown.status == 401);
+  CHECK(unknown.json()["message"] == "unknown_key_id");
 }
 
 TEST_CASE("an unreachable database answers 503 with Retry-After and the sender's retry is accepted later") {
@@ -493,7 +407,7 @@ TEST_CASE("an unreachable database answers 503 with Retry-After and the sender's
       {.url = "postgresql://boxcar@127.0.0.1:" + std::to_string(dead_port()) + "/boxcar?connect_timeout=2",
        .acquire_timeout = 2000ms});
   boxcar::Inbox dead_inbox(dead_pool, {.schema = f.db.schema(), .consumers = {"orders.projection.v1"}});
-  webhook::Server dead{dead_inbox, {.listen = "127.0.0.1:0", .keys = webhook::parse_secrets(kSecretsSpec)}};
+  webhook::Server dead{dead_inbox, options_with(webhook::parse_secrets(kSecretsSpec))};
 
   Delivery d{.id = "evt-retry", .body = order_created("o-1")};
   d.signed_with({kSecretA1});
@@ -524,6 +438,10 @@ TEST_CASE("the example_webhook binary migrates its schema, serves a signed deliv
     ::setenv("WEBHOOK_LISTEN", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
     ::setenv("WEBHOOK_SECRETS", kSecretsSpec.c_str(), 1);
     ::setenv("WEBHOOK_CONSUMER", "orders.projection.v1", 1);
+    ::setenv("WEBHOOK_THREADS", "16", 1);
+    ::setenv("WEBHOOK_MAX_CONNECTIONS_PER_CLIENT", "4", 1);
+    ::setenv("WEBHOOK_HEADER_TIMEOUT_MS", "2000", 1);
+    ::setenv("WEBHOOK_BODY_TIMEOUT_MS", "3000", 1);
     ::execl(EXAMPLE_WEBHOOK_PATH, EXAMPLE_WEBHOOK_PATH, static_cast<char*>(nullptr));
     ::_exit(127);
   }
@@ -543,7 +461,7 @@ TEST_CASE("the example_webhook binary migrates its schema, serves a signed deliv
     }
   } cleanup{pid, db, schema};
 
-  Delivery d{.id = "evt-bin", .body = order_created("o-1")};
+  Delivery d{.id = "evt-bin", .body = order_created("o-1"), .tenant = "tenant-b"};
   d.signed_with({kSecretB});
   HttpResponse r;
   for (int attempt = 0;; ++attempt) {
