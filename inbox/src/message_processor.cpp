@@ -362,7 +362,11 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
     } catch (const DatabaseError& e) {
       if (e.uncertain()) {
         // Committed or not, the row tells: COMPLETED, or PROCESSING until its lease expires.
-        log_->warn("receipt {} (message {}) commit outcome unknown: {}", receipt.id, receipt.message_id, e.what());
+        log_event(*log_, LogLevel::Warn, "commit outcome unknown",
+                  {{"consumer", receipt.consumer},
+                   {"message_id", receipt.message_id},
+                   {"receipt_id", std::to_string(receipt.id)},
+                   {"error", e.what()}});
         return;
       }
       throw;
