@@ -14,19 +14,50 @@ constexpr std::string_view kMask = "***";
 
 // Every keyword libpq 15 accepts (and a few of 16's), for telling where a malformed
 // password ends: a word that is not one of these is taken as more of the password.
-constexpr std::array<std::string_view, 44> kKeywords = {
-    "host",          "hostaddr",      "port",          "dbname",
-    "user",          "password",      "passfile",      "channel_binding",
-    "connect_timeout", "client_encoding", "options",   "application_name",
-    "fallback_application_name",      "keepalives",    "keepalives_idle",
-    "keepalives_interval",            "keepalives_count", "tcp_user_timeout",
-    "replication",   "sslmode",       "sslcompression", "sslcert",
-    "sslkey",        "sslpassword",   "sslrootcert",   "sslcrl",
-    "sslcrldir",     "sslsni",        "requirepeer",   "ssl_min_protocol_version",
-    "ssl_max_protocol_version",       "gssencmode",    "krbsrvname",
-    "gsslib",        "gssdelegation", "service",       "target_session_attrs",
-    "load_balance_hosts",             "require_auth",  "sslcertmode",
-    "requiressl",    "authtype",      "tty",           "sslnegotiation"};
+constexpr std::array<std::string_view, 44> kKeywords = {"host",
+                                                        "hostaddr",
+                                                        "port",
+                                                        "dbname",
+                                                        "user",
+                                                        "password",
+                                                        "passfile",
+                                                        "channel_binding",
+                                                        "connect_timeout",
+                                                        "client_encoding",
+                                                        "options",
+                                                        "application_name",
+                                                        "fallback_application_name",
+                                                        "keepalives",
+                                                        "keepalives_idle",
+                                                        "keepalives_interval",
+                                                        "keepalives_count",
+                                                        "tcp_user_timeout",
+                                                        "replication",
+                                                        "sslmode",
+                                                        "sslcompression",
+                                                        "sslcert",
+                                                        "sslkey",
+                                                        "sslpassword",
+                                                        "sslrootcert",
+                                                        "sslcrl",
+                                                        "sslcrldir",
+                                                        "sslsni",
+                                                        "requirepeer",
+                                                        "ssl_min_protocol_version",
+                                                        "ssl_max_protocol_version",
+                                                        "gssencmode",
+                                                        "krbsrvname",
+                                                        "gsslib",
+                                                        "gssdelegation",
+                                                        "service",
+                                                        "target_session_attrs",
+                                                        "load_balance_hosts",
+                                                        "require_auth",
+                                                        "sslcertmode",
+                                                        "requiressl",
+                                                        "authtype",
+                                                        "tty",
+                                                        "sslnegotiation"};
 
 struct Span {
   std::size_t begin;
@@ -255,7 +286,8 @@ bool overlaps_secret(std::string_view conninfo, std::string_view fragment, const
 std::size_t embedded_uri_end(std::string_view text, std::size_t begin) {
   if (begin > 0 && text[begin - 1] == '"') {
     const auto line_end = text.find('\n', begin);
-    const auto quote = text.substr(begin, line_end == std::string_view::npos ? text.size() - begin : line_end - begin).rfind('"');
+    const auto quote =
+        text.substr(begin, line_end == std::string_view::npos ? text.size() - begin : line_end - begin).rfind('"');
     if (quote != std::string_view::npos) return begin + quote;
   }
   std::size_t end = begin;

@@ -26,8 +26,11 @@ namespace {
 const std::vector<std::string> kHostileIds = {
     "m-newline\n[2026-01-01 00:00:00.000] [worker] [info] forged outcome=completed",
     "m-json\n{\"level\":\"info\",\"message\":\"forged\"}",
-    "m-separators\x1e" "forged\x1f" "yes",
-    "m-unicode\xc2\x85\xe2\x80\xa8" "forged",
+    "m-separators\x1e"
+    "forged\x1f"
+    "yes",
+    "m-unicode\xc2\x85\xe2\x80\xa8"
+    "forged",
     "m-quotes\" forged=\"yes\\",
 };
 
@@ -46,8 +49,8 @@ std::string worker_output(TestDatabase& db, const std::string& format) {
                   .payload = {{"orderId", "o"}}});
   ChildProcess worker(BOXCAR_TEST_APP_PATH, {"worker"},
                       {"BOXCAR_DATABASE_URL=" + db.url(), "BOXCAR_SCHEMA=" + db.schema(), "BOXCAR_CONSUMERS=orders.v1",
-                       "BOXCAR_HTTP_LISTEN=127.0.0.1:0", "BOXCAR_WORKER_POLL_INTERVAL_MS=100",
-                       "BOXCAR_LOG_LEVEL=debug", "BOXCAR_LOG_FORMAT=" + format});
+                       "BOXCAR_HTTP_LISTEN=127.0.0.1:0", "BOXCAR_WORKER_POLL_INTERVAL_MS=100", "BOXCAR_LOG_LEVEL=debug",
+                       "BOXCAR_LOG_FORMAT=" + format});
   CHECK(eventually(
       [&] {
         return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") ==
@@ -79,7 +82,8 @@ TEST_CASE("in the JSON log format a hostile message id stays inside its message_
     REQUIRE_NOTHROW(parsed = nlohmann::json::parse(line));
     CHECK_FALSE(parsed.contains("forged"));
     CHECK_FALSE(parsed.contains("yes"));
-    if (parsed.value("message", "") == "receipt completed") logged_ids.insert(parsed.at("message_id").get<std::string>());
+    if (parsed.value("message", "") == "receipt completed")
+      logged_ids.insert(parsed.at("message_id").get<std::string>());
   }
   // Each id round-trips exactly: JSON escaping loses nothing.
   CHECK(logged_ids == std::set<std::string>(kHostileIds.begin(), kHostileIds.end()));

@@ -45,11 +45,11 @@ std::vector<std::string> hostile_urls() {
   const std::string host = hp.substr(0, hp.find(':'));
   const std::string port = hp.substr(hp.find(':') + 1);
   return {
-      "postgresql://nobody:S3cr3t%zzS3cr3t@" + hp + "/postgres",     // invalid percent-encoded token: "..."
-      "postgresql://nobody:S3cr3t@S3cr3t@" + hp + "/postgres",       // could not translate host name "..."
-      "postgresql://nobody:S3cr3t/S3cr3t@" + hp + "/postgres",       // invalid integer value "..." for port
-      "postgresql://nobody:S3cr3t%0A%22S3cr3t@" + hp + "/postgres",  // role does not exist
-      "postgresql://nobody@" + hp + "/postgres?password=S3cr3t&S3cr3t",  // missing "=" in query parameter
+      "postgresql://nobody:S3cr3t%zzS3cr3t@" + hp + "/postgres",                 // invalid percent-encoded token: "..."
+      "postgresql://nobody:S3cr3t@S3cr3t@" + hp + "/postgres",                   // could not translate host name "..."
+      "postgresql://nobody:S3cr3t/S3cr3t@" + hp + "/postgres",                   // invalid integer value "..." for port
+      "postgresql://nobody:S3cr3t%0A%22S3cr3t@" + hp + "/postgres",              // role does not exist
+      "postgresql://nobody@" + hp + "/postgres?password=S3cr3t&S3cr3t",          // missing "=" in query parameter
       "host=" + host + " port=" + port + " user=nobody password=S3cr3t S3cr3t",  // missing "=" after "..."
       "host=" + host + " port=" + port + " user=nobody password = 'S3cr3t\\' S3cr3t\"\\\\S3cr3t' dbname=postgres",
   };
@@ -112,8 +112,8 @@ TEST_CASE("the readiness body of a runtime with a hostile password names the dat
 TEST_CASE("the CLI's stderr for a hostile password names the failure and not the password") {
   for (const auto& url : hostile_urls()) {
     INFO(url);
-    const auto result = run_process(BOXCAR_CLI_PATH, {"migrate"},
-                                    {"BOXCAR_DATABASE_URL=" + url, "BOXCAR_SCHEMA=boxcar_secrets_test"});
+    const auto result =
+        run_process(BOXCAR_CLI_PATH, {"migrate"}, {"BOXCAR_DATABASE_URL=" + url, "BOXCAR_SCHEMA=boxcar_secrets_test"});
     CHECK(result.exit_code == 1);
     CHECK_THAT(result.output, Contains("DATABASE_"));
     CHECK_THAT(result.output, !Contains(kMarker));

@@ -22,7 +22,9 @@ TEST_CASE("a text field is verbatim when plain and quoted with escapes otherwise
   CHECK(escape_text_field("x outcome=completed") == "\"x outcome=completed\"");
   CHECK(escape_text_field("a\"b\\c") == "\"a\\\"b\\\\c\"");
   CHECK(escape_text_field("a\nb\rc\td") == "\"a\\nb\\rc\\td\"");
-  CHECK(escape_text_field("a\x1e" "b\x1f" "c\x7f") == "\"a\\x1eb\\x1fc\\x7f\"");
+  CHECK(escape_text_field("a\x1e"
+                          "b\x1f"
+                          "c\x7f") == "\"a\\x1eb\\x1fc\\x7f\"");
   CHECK(escape_text_field("\xc2\x85|\xe2\x80\xa8|\xe2\x80\xa9") == "\"\\u0085|\\u2028|\\u2029\"");
   CHECK(escape_text_field("caf\xc3\xa9") == "caf\xc3\xa9");  // ordinary non-ASCII stays
   CHECK(escape_text_field("bad\xff") == "\"bad\\xff\"");
@@ -30,7 +32,9 @@ TEST_CASE("a text field is verbatim when plain and quoted with escapes otherwise
 
 TEST_CASE("JSON escaping leaves no control character or separator in a value") {
   CHECK(json_escaped("a\"b\\c") == "a\\\"b\\\\c");
-  CHECK(json_escaped("a\nb\x1e" "c\x1f" "d\x7f") == "a\\nb\\u001ec\\u001fd\\u007f");
+  CHECK(json_escaped("a\nb\x1e"
+                     "c\x1f"
+                     "d\x7f") == "a\\nb\\u001ec\\u001fd\\u007f");
   CHECK(json_escaped("\xe2\x80\xa8") == "\\u2028");
   CHECK(json_escaped("bad\xff") == "bad\\\\xff");
 }
@@ -45,9 +49,9 @@ TEST_CASE("a hostile message id logged by log_event stays one line and one field
   sink->set_pattern("%v");
   spdlog::logger log("escape-test", sink);
   set_json_log_fields(false);
-  log_event(log, LogLevel::Warn, "receipt is DEAD: boom\nforged",
-            {{"message_id", "m-1\n[2026-01-01 00:00:00.000] [worker] [info] forged outcome=completed"},
-             {"outcome", "dead"}});
+  log_event(
+      log, LogLevel::Warn, "receipt is DEAD: boom\nforged",
+      {{"message_id", "m-1\n[2026-01-01 00:00:00.000] [worker] [info] forged outcome=completed"}, {"outcome", "dead"}});
   const std::string line = out.str();
   CHECK(line ==
         "receipt is DEAD: boom\\nforged message_id=\"m-1\\n[2026-01-01 00:00:00.000] [worker] [info] forged "
@@ -60,7 +64,12 @@ TEST_CASE("a hostile message id cannot add a separator to a JSON-mode log_event 
   sink->set_pattern("%v");
   spdlog::logger log("escape-test-json", sink);
   set_json_log_fields(true);
-  log_event(log, LogLevel::Warn, "m", {{"message_id", "a\x1f" "forged\x1f" "yes\x1e"}, {"outcome", "dead"}});
+  log_event(log, LogLevel::Warn, "m",
+            {{"message_id",
+              "a\x1f"
+              "forged\x1f"
+              "yes\x1e"},
+             {"outcome", "dead"}});
   set_json_log_fields(false);
   const std::string line = out.str();
   // Exactly the encoder's own separators: one start, three between two keys and values.

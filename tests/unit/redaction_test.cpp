@@ -17,9 +17,9 @@ namespace {
 
 // Every password here holds the marker in each piece a parser could split it into.
 const std::vector<std::string> kHostilePasswords = {
-    "S3cr3t%zzS3cr3t",  "S3cr3t'S3cr3t",   "S3cr3t\\S3cr3t", "S3cr3t S3cr3t",  "S3cr3t=S3cr3t",
-    "S3cr3t@S3cr3t",    "S3cr3t:S3cr3t",   "S3cr3t/S3cr3t",  "S3cr3t?S3cr3t",  "S3cr3t&S3cr3t",
-    "S3cr3t#S3cr3t",    "S3cr3t\nS3cr3t",  "S3cr3t\xc3\xa9S3cr3t", "S3cr3t\"S3cr3t"};
+    "S3cr3t%zzS3cr3t", "S3cr3t'S3cr3t",  "S3cr3t\\S3cr3t",       "S3cr3t S3cr3t", "S3cr3t=S3cr3t",
+    "S3cr3t@S3cr3t",   "S3cr3t:S3cr3t",  "S3cr3t/S3cr3t",        "S3cr3t?S3cr3t", "S3cr3t&S3cr3t",
+    "S3cr3t#S3cr3t",   "S3cr3t\nS3cr3t", "S3cr3t\xc3\xa9S3cr3t", "S3cr3t\"S3cr3t"};
 
 // The keyword/value form of `password`: quoted with ' and backslash escapes, as libpq reads it.
 std::string quoted(const std::string& password) {
@@ -57,7 +57,8 @@ TEST_CASE("a URI keeps everything but the password in its user info and query") 
         "postgresql://u@h/db?password=***&sslmode=require");
   CHECK(redact_connection_string("postgresql://u@h/db?PASSWORD=pw&sslpassword=k") ==
         "postgresql://u@h/db?PASSWORD=***&sslpassword=***");
-  CHECK(redact_connection_string("postgresql://u@h/db?password=a&b&user=u") == "postgresql://u@h/db?password=***&user=u");
+  CHECK(redact_connection_string("postgresql://u@h/db?password=a&b&user=u") ==
+        "postgresql://u@h/db?password=***&user=u");
   CHECK(redact_connection_string("postgresql://u@h/db") == "postgresql://u@h/db");
   CHECK(redact_connection_string("postgresql://h1:5432,h2:5433/db") == "postgresql://h1:5432,h2:5433/db");
 }
@@ -100,14 +101,14 @@ TEST_CASE("libpq connection errors that echo the password are redacted") {
   CHECK(redact_connection_error("missing \"=\" after \"bSECRET\" in connection info string",
                                 "host=h user=u password=a bSECRET") ==
         "missing \"=\" after \"***\" in connection info string");
-  CHECK(redact_connection_error("invalid URI query parameter: \"bSECRET\"", "postgresql://u@h/db?password=a&bSECRET=c") ==
-        "invalid URI query parameter: \"***\"");
+  CHECK(redact_connection_error("invalid URI query parameter: \"bSECRET\"",
+                                "postgresql://u@h/db?password=a&bSECRET=c") == "invalid URI query parameter: \"***\"");
   const std::string uri = "postgresql://u:paSECRET@[::1x/db";
-  CHECK(redact_connection_error("end of string reached when looking for matching \"]\" in IPv6 host address in URI: \"" +
-                                    uri + "\"",
-                                uri) ==
-        "end of string reached when looking for matching \"]\" in IPv6 host address in URI: "
-        "\"postgresql://u:***@[::1x/db\"");
+  CHECK(
+      redact_connection_error(
+          "end of string reached when looking for matching \"]\" in IPv6 host address in URI: \"" + uri + "\"", uri) ==
+      "end of string reached when looking for matching \"]\" in IPv6 host address in URI: "
+      "\"postgresql://u:***@[::1x/db\"");
   // Nothing secret: unchanged.
   CHECK(redact_connection_error("connection to server at \"127.0.0.1\", port 5432 failed: FATAL:  role \"u\" does "
                                 "not exist",
