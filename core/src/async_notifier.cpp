@@ -2,6 +2,7 @@
 #include <pqxx/pqxx>
 
 #include "boxcar/core/detail/async_notifier.hpp"
+#include "boxcar/core/detail/open_connection.hpp"
 #include "boxcar/core/detail/pg_array.hpp"
 #include "core_queries.hpp"
 
@@ -56,7 +57,7 @@ void AsyncNotifier::run() {
     lock.unlock();
     try {
       if (!connection || !connection->is_open()) {
-        connection = std::make_unique<pqxx::connection>(connection_string_);
+        connection = detail::open_connection(connection_string_);
         // Notifications are hints (listeners also poll): never wait for a WAL flush.
         pqxx::nontransaction(*connection).exec("SET synchronous_commit = off");
       }

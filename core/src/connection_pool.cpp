@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "boxcar/core/detail/database_errors.hpp"
+#include "boxcar/core/detail/open_connection.hpp"
 #include "boxcar/core/error.hpp"
 #include "boxcar/core/tx.hpp"
 #include "session_reset.hpp"
@@ -114,7 +115,7 @@ PooledConnection ConnectionPool::acquire(LoanUse use) {
       ++open_;
       lock.unlock();
       try {
-        PooledConnection::Slot slot{std::make_unique<pqxx::connection>(connection_string_), {}};
+        PooledConnection::Slot slot{detail::open_connection(connection_string_), {}};
         return PooledConnection(shared_from_this(), std::move(slot), reset);
       } catch (...) {
         lock.lock();

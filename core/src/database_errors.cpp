@@ -2,6 +2,7 @@
 #include <pqxx/pqxx>
 
 #include "boxcar/core/detail/database_errors.hpp"
+#include "boxcar/core/redaction.hpp"
 
 namespace boxcar::detail {
 
@@ -14,17 +15,20 @@ bool is_transient_sqlstate(std::string_view sqlstate) noexcept {
 
 DatabaseError to_database_error(std::exception_ptr error, std::string_view doing, bool commit_in_flight) {
   const std::string prefix = std::string(doing) + ": ";
+  // Connection errors were redacted where they were raised (open_connection); this catches
+  // a connection string or password=... inside any other libpq text.
+  const auto text = [](const std::exception& e) { return redact_secrets(e.what()); };
   try {
     std::rethrow_exception(error);
   } catch (const DatabaseError& e) {
     return e;
   } catch (const pqxx::in_doubt_error& e) {
-    return DatabaseError("DATABASE_COMMIT_UNCERTAIN", prefix + e.what(), {}, true);
+    return DatabaseError("DATABASE_COMMIT_UNCERTAIN", prefix + text(e), {}, true);
   } catch (const pqxx::broken_connection& e) {
     if (commit_in_flight)
       return DatabaseError("DATABASE_COMMIT_UNCERTAIN",
-                           prefix + "connection lost while the write may have committed: " + e.what(), "08006", true);
-    return DatabaseError("DATABASE_UNAVAILABLE", prefix + e.what(), "08006");
+                           prefix + "connection lost while the write may have committed: " + text(e), "08006", true);
+    return DatabaseError("DATABASE_UNAVAILABLE", prefix + text(e), "08006");
   } catch (const pqxx::sql_error& e) {
     const std::string state = e.sqlstate();
     // An admin shutdown or terminated backend during an autocommit write is as uncertain
@@ -32,9 +36,9 @@ DatabaseError to_database_error(std::exception_ptr error, std::string_view doing
     const bool lost = state == "57P01" || state == "57P02" || state.starts_with("08");
     return DatabaseError(
         lost ? (commit_in_flight ? "DATABASE_COMMIT_UNCERTAIN" : "DATABASE_UNAVAILABLE") : "DATABASE_ERROR",
-        prefix + e.what(), state, lost && commit_in_flight);
+        prefix + text(e), state, lost && commit_in_flight);
   } catch (const pqxx::failure& e) {
-    return DatabaseError("DATABASE_ERROR", prefix + e.what());
+    return DatabaseError("DATABASE_ERROR", prefix + text(e));
   }
 }
 

@@ -40,28 +40,32 @@ void set_json_log_fields(bool enabled) noexcept { json_fields = enabled; }
 void log_event(spdlog::logger& log, LogLevel level, std::string_view message, std::initializer_list<LogField> fields) {
   const auto spd = to_spdlog(level);
   if (!log.should_log(spd)) return;
-  std::string line(message);
+  std::string line;
   if (json_fields) {
-    // message, then start, then key SEP value SEP key SEP value: the JSON formatter
-    // writes them as separate keys.
+    // message, then start, then key SEP value SEP key SEP value, each already JSON-escaped
+    // (so none holds a separator): the JSON formatter writes them as separate keys.
+    line = detail::json_escaped(message);
     line += detail::kLogFieldsStart;
     bool first = true;
     for (const auto& field : fields) {
       if (!first) line += detail::kLogFieldSeparator;
       first = false;
-      line.append(field.key);
+      line += detail::json_escaped(field.key);
       line += detail::kLogFieldSeparator;
-      line += field.value;
+      line += detail::json_escaped(field.value);
     }
   } else {
+    // Escaped here, not only in the runtime's formatter, so an application's own sinks
+    // get lines a sender cannot split or extend either.
+    line = detail::escape_control_characters(message);
     for (const auto& field : fields) {
       line += ' ';
-      line.append(field.key);
+      line += detail::escape_control_characters(field.key);
       line += '=';
-      line += field.value;
+      line += detail::escape_text_field(field.value);
     }
   }
-  log.log(spd, "{}", line);
+  log.log(spdlog::source_loc{detail::kLogEventSource, 0, nullptr}, spd, "{}", line);
 }
 
 }  // namespace boxcar

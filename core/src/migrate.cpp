@@ -15,6 +15,7 @@
 
 #include "boxcar/core/backoff.hpp"
 #include "boxcar/core/detail/database_errors.hpp"
+#include "boxcar/core/detail/open_connection.hpp"
 #include "boxcar/core/detail/migration_file.hpp"
 #include "boxcar/core/detail/migration_session.hpp"
 #include "boxcar/core/detail/with_schema.hpp"
@@ -59,7 +60,7 @@ std::map<int, AppliedMigration> read_applied(pqxx::connection& connection, const
 // A connection of its own for one read, turned into DatabaseError when it cannot open.
 std::unique_ptr<pqxx::connection> open_for(const std::string& connection_string, std::string_view doing) {
   try {
-    return std::make_unique<pqxx::connection>(connection_string);
+    return detail::open_connection(connection_string);
   } catch (...) {
     throw detail::to_database_error(std::current_exception(), doing, false);
   }

@@ -2,6 +2,7 @@
 #include "boxcar/core/detail/migration_session.hpp"
 
 #include "boxcar/core/detail/database_errors.hpp"
+#include "boxcar/core/detail/open_connection.hpp"
 #include "core_queries.hpp"
 
 namespace boxcar::detail {
@@ -15,7 +16,7 @@ std::unique_ptr<pqxx::connection> open_migration_session(const std::string& conn
                                                          std::chrono::milliseconds lock_timeout) {
   std::unique_ptr<pqxx::connection> connection;
   try {
-    connection = std::make_unique<pqxx::connection>(connection_string);  // eager: connected here
+    connection = detail::open_connection(connection_string);  // eager: connected here
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     connection->inhibit_reactivation(true);  // deprecated in 6.4, and still its only switch

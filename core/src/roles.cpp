@@ -7,6 +7,7 @@
 #include <map>
 
 #include "boxcar/core/detail/database_errors.hpp"
+#include "boxcar/core/detail/open_connection.hpp"
 #include "boxcar/core/logging.hpp"
 #include "boxcar/core/migrate.hpp"
 #include "boxcar/core/sql_identifier.hpp"
@@ -64,8 +65,8 @@ RolesReport apply_roles(const std::string& connection_string, const RolesOptions
 
   RolesReport report;
   try {
-    pqxx::connection connection(connection_string);
-    pqxx::work tx(connection);
+    const auto connection = detail::open_connection(connection_string);
+    pqxx::work tx(*connection);
     tx.exec(sql::kLock);
     const bool may_create = tx.exec1(sql::kMayCreateRoles)["allowed"].as<bool>();
     for (const auto& role : all) {

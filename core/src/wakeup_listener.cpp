@@ -1,5 +1,6 @@
 // LISTEN on a dedicated connection, in 100 ms slices so a stop request is seen promptly.
 #include "boxcar/core/detail/wakeup_listener.hpp"
+#include "boxcar/core/detail/open_connection.hpp"
 
 #include <thread>
 
@@ -40,7 +41,7 @@ WakeupListener::~WakeupListener() = default;
 void WakeupListener::ensure_listening() {
   if (impl_->connection) return;
   try {
-    impl_->connection = std::make_unique<pqxx::connection>(impl_->connection_string);
+    impl_->connection = detail::open_connection(impl_->connection_string);
     impl_->receiver = std::make_unique<Wakeups>(*impl_->connection, impl_->channel);
   } catch (const std::exception& e) {
     impl_->drop();

@@ -141,12 +141,14 @@ bool MessageProcessor::needs_handler(const ClaimedReceipt& receipt) {
       ++stats_.unsupported;
       ++stats_.dead;
       observe(receipt, "unsupported");
-      log_event(*log_, LogLevel::Warn, "receipt is DEAD: " + failure.message,
+      // The event type is a sender's: it goes in a field, never into the message text.
+      log_event(*log_, LogLevel::Warn, "receipt is DEAD: its consumer's handler does not support the event",
                 {{"outcome", "unsupported"},
                  {"consumer", receipt.consumer},
                  {"message_id", receipt.message_id},
                  {"receipt_id", std::to_string(receipt.id)},
-                 {"event_type", receipt.event_type}});
+                 {"event_type", receipt.event_type},
+                 {"schema_version", std::to_string(receipt.schema_version)}});
     } else {
       ++stats_.stale;
       observe(receipt, "stale");
@@ -360,7 +362,11 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
     } catch (const DatabaseError& e) {
       if (e.uncertain()) {
         // Committed or not, the row tells: COMPLETED, or PROCESSING until its lease expires.
-        log_->warn("receipt {} (message {}) commit outcome unknown: {}", receipt.id, receipt.message_id, e.what());
+        log_event(*log_, LogLevel::Warn, "commit outcome unknown",
+                  {{"consumer", receipt.consumer},
+                   {"message_id", receipt.message_id},
+                   {"receipt_id", std::to_string(receipt.id)},
+                   {"error", e.what()}});
         return;
       }
       throw;

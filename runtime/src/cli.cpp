@@ -10,6 +10,7 @@
 #include "boxcar/runtime/runtime.hpp"
 #include "boxcar/core/logging.hpp"
 #include "boxcar/core/migrate.hpp"
+#include "boxcar/core/redaction.hpp"
 #include "boxcar/core/roles.hpp"
 #include "boxcar/core/shutdown_signals.hpp"
 #include "cli_command_tree.hpp"
@@ -147,13 +148,13 @@ int run_cli(int argc, char** argv, Runtime::HandlerFactory handlers) {
     detail::configure_logging(config.log_format, config.log_level);
     return tree.runner()(config);
   } catch (const ConfigError& e) {
-    std::cerr << program << ": " << e.code() << ": " << e.what() << "\n";
+    std::cerr << program << ": " << e.code() << ": " << redact_secrets(e.what()) << "\n";
     return 2;
   } catch (const Error& e) {
-    std::cerr << program << ": " << e.code() << ": " << e.what() << "\n";
+    std::cerr << program << ": " << e.code() << ": " << redact_secrets(e.what()) << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << program << ": " << e.what() << "\n";
+    std::cerr << program << ": " << redact_secrets(e.what()) << "\n";
     return 1;
   }
 }

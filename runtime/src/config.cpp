@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "boxcar/core/error.hpp"
+#include "boxcar/core/redaction.hpp"
 
 extern char** environ;
 
@@ -81,25 +82,7 @@ void validate(const RuntimeConfig& config) {
 
 }  // namespace
 
-std::string redact_url(const std::string& url) {
-  std::string out = url;
-  // postgresql://user:password@host
-  const auto scheme = out.find("://");
-  const auto at = out.find('@');
-  if (scheme != std::string::npos && at != std::string::npos && at > scheme) {
-    const auto colon = out.find(':', scheme + 3);
-    if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
-  }
-  // key=value form and URL query: password=...
-  for (const std::string marker : {"password=", "sslpassword="}) {
-    for (auto pos = out.find(marker); pos != std::string::npos; pos = out.find(marker, pos + 1)) {
-      const auto start = pos + marker.size();
-      const auto end = out.find_first_of(" &", start);
-      out.replace(start, (end == std::string::npos ? out.size() : end) - start, "***");
-    }
-  }
-  return out;
-}
+std::string redact_url(const std::string& url) { return redact_connection_string(url); }
 
 RuntimeConfig load_config(const ConfigSources& sources) {
   RuntimeConfig config;

@@ -4,7 +4,9 @@
 #include <pqxx/pqxx>
 
 #include "boxcar/core/detail/database_errors.hpp"
+#include "boxcar/core/detail/open_connection.hpp"
 #include "boxcar/core/migrate.hpp"
+#include "boxcar/core/redaction.hpp"
 
 namespace boxcar::detail {
 
@@ -23,7 +25,7 @@ DatabaseProbe::Result DatabaseProbe::probe() noexcept {
     if (!connection_ || !connection_->is_open()) {
       connection_.reset();
       try {
-        auto connection = std::make_unique<pqxx::connection>(connection_string_);
+        auto connection = detail::open_connection(connection_string_);
         pqxx::nontransaction(*connection).exec(kSessionSetup);
         connection_ = std::move(connection);
       } catch (...) {
@@ -33,7 +35,7 @@ DatabaseProbe::Result DatabaseProbe::probe() noexcept {
     return {.schema = check_schema_compatibility(*connection_, {.schema = schema_}), .error = {}};
   } catch (const std::exception& e) {
     connection_.reset();  // the next check opens a new session
-    return {.schema = std::nullopt, .error = e.what()};
+    return {.schema = std::nullopt, .error = redact_secrets(e.what())};
   } catch (...) {
     connection_.reset();
     return {.schema = std::nullopt, .error = "unknown error"};

@@ -12,6 +12,7 @@
 
 #include "boxcar/core/error.hpp"
 #include "boxcar/core/logging.hpp"
+#include "boxcar/core/redaction.hpp"
 
 namespace boxcar {
 
@@ -65,7 +66,7 @@ struct HttpServer::Impl {
       if (!is_get_or_head(conn)) return respond(conn, 405, kTextContentType, "method not allowed\n");
       return (self->*endpoint)(conn);
     } catch (const std::exception& e) {
-      logger("runtime")->error("http: request failed: {}", e.what());
+      logger("runtime")->error("http: request failed: {}", redact_secrets(e.what()));
     } catch (...) {
       logger("runtime")->error("http: request failed with a non-standard exception");
     }
@@ -88,7 +89,7 @@ struct HttpServer::Impl {
       try {
         report = liveness();
       } catch (const std::exception& e) {
-        report = {.alive = false, .detail = std::string("liveness check failed: ") + e.what()};
+        report = {.alive = false, .detail = "liveness check failed: " + redact_secrets(e.what())};
       }
     }
     if (report.alive) return respond(conn, 200, kTextContentType, "ok\n");
@@ -101,7 +102,7 @@ struct HttpServer::Impl {
       try {
         report = readiness();
       } catch (const std::exception& e) {
-        report = {.ready = false, .checks = {}, .detail = std::string("readiness check failed: ") + e.what()};
+        report = {.ready = false, .checks = {}, .detail = "readiness check failed: " + redact_secrets(e.what())};
       }
     }
     // ordered_json keeps the checks in the order the callback listed them.

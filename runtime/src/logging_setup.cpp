@@ -1,4 +1,4 @@
-// spdlog set-up: a custom flag escapes the message for the JSON line format.
+// spdlog set-up: custom flags escape the message for the JSON line format and the text one.
 #include "logging_setup.hpp"
 
 #include <spdlog/pattern_formatter.h>
@@ -11,43 +11,38 @@
 namespace boxcar::detail {
 namespace {
 
-void append_escaped(std::string_view text, spdlog::memory_buf_t& dest) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      dest.push_back('\\');
-      dest.push_back(c);
-    } else if (u < 0x20) {
-      const char escaped[] = {'\\', 'u', '0', '0', kHex[u >> 4], kHex[u & 0xF]};
-      dest.append(escaped, escaped + 6);
-    } else {
-      dest.push_back(c);
-    }
-  }
+void append(spdlog::memory_buf_t& dest, const std::string& text) {
+  dest.append(text.data(), text.data() + text.size());
 }
 
-// Writes the JSON-escaped message; for a log_event() line also closes the message string
-// and writes each field as its own string key (the pattern's closing quote ends the last).
+// Writes the message for the JSON line format. A log_event() line (marked by its
+// source_loc, which message text cannot forge) arrives JSON-escaped, separators between
+// its parts: the flag closes the message string and writes each field as its own key
+// (the pattern's closing quote ends the last). Any other line is escaped whole, so a
+// separator byte inside it stays text.
 class JsonMessageAndFields final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
     const std::string_view payload(msg.payload.data(), msg.payload.size());
-    const auto start = payload.find(detail::kLogFieldsStart);
-    append_escaped(payload.substr(0, start), dest);
+    if (msg.source.filename != kLogEventSource) {
+      append(dest, json_escaped(payload));
+      return;
+    }
+    const auto start = payload.find(kLogFieldsStart);
+    dest.append(payload.substr(0, start));
     if (start == std::string_view::npos) return;
     std::string_view rest = payload.substr(start + 1);
     if (rest.empty()) return;
     bool is_key = true;
     while (true) {
-      const auto end = rest.find(detail::kLogFieldSeparator);
+      const auto end = rest.find(kLogFieldSeparator);
       const std::string_view part = rest.substr(0, end);
       if (is_key) {
         dest.append(std::string_view("\",\""));
-        append_escaped(part, dest);
+        dest.append(part);
         dest.append(std::string_view("\":\""));
       } else {
-        append_escaped(part, dest);
+        dest.append(part);
       }
       is_key = !is_key;
       if (end == std::string_view::npos) break;
@@ -55,6 +50,28 @@ class JsonMessageAndFields final : public spdlog::custom_flag_formatter {
     }
   }
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonMessageAndFields>(); }
+};
+
+// Writes the message for the text format with control characters escaped: a message
+// that formatted a sender's value in (a message id, a handler's error) stays one line.
+class EscapedTextMessage final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    append(dest, escape_control_characters(std::string_view(msg.payload.data(), msg.payload.size())));
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<EscapedTextMessage>(); }
+};
+
+// "[name] " for a named logger, nothing for the default one: spdlog's own layout.
+class LoggerName final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    if (msg.logger_name.size() == 0) return;
+    dest.push_back('[');
+    dest.append(msg.logger_name.data(), msg.logger_name.data() + msg.logger_name.size());
+    dest.append(std::string_view("] "));
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<LoggerName>(); }
 };
 
 }  // namespace
@@ -67,6 +84,12 @@ void configure_logging(const std::string& format, const std::string& level) {
     auto formatter = std::make_unique<spdlog::pattern_formatter>();
     formatter->add_flag<JsonMessageAndFields>('*').set_pattern(
         R"({"time":"%Y-%m-%dT%H:%M:%S.%f%z","level":"%l","logger":"%n","thread":%t,"message":"%*"})");
+    spdlog::set_formatter(std::move(formatter));
+  } else {
+    // spdlog's default layout, with the message escaped.
+    auto formatter = std::make_unique<spdlog::pattern_formatter>();
+    formatter->add_flag<LoggerName>('&').add_flag<EscapedTextMessage>('*').set_pattern(
+        "[%Y-%m-%d %H:%M:%S.%e] %&[%^%l%$] %*");
     spdlog::set_formatter(std::move(formatter));
   }
   set_json_log_fields(format == "json");

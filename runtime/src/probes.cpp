@@ -6,6 +6,7 @@
 
 #include "boxcar/core/error.hpp"
 #include "boxcar/core/logging.hpp"
+#include "boxcar/core/redaction.hpp"
 
 namespace boxcar {
 
@@ -49,7 +50,7 @@ ReadinessReport ReadinessMonitor::run_check() noexcept {
   try {
     return check_();
   } catch (const std::exception& e) {
-    return {.ready = false, .checks = {}, .detail = std::string("readiness check failed: ") + e.what()};
+    return {.ready = false, .checks = {}, .detail = "readiness check failed: " + redact_secrets(e.what())};
   } catch (...) {
     return {.ready = false, .checks = {}, .detail = "readiness check failed with a non-standard exception"};
   }

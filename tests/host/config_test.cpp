@@ -92,6 +92,8 @@ TEST_CASE("the effective configuration hides secrets") {
   CHECK(values.at("kafka.sasl.password") == "***");
   CHECK(values.at("kafka.sasl.username") == "svc");
   CHECK(redact_url("host=h password=pw dbname=x") == "host=h password=*** dbname=x");
+  CHECK(redact_url("host=h password = 'a b\\' c' dbname=x") == "host=h password = *** dbname=x");
+  CHECK(redact_url("postgresql://u@h/db?PASSWORD=pw") == "postgresql://u@h/db?PASSWORD=***");
 }
 
 TEST_CASE("config check prints the effective configuration and exits 2 naming a bad key") {

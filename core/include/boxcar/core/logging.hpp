@@ -24,9 +24,12 @@ struct LogField {
   std::string value;
 };
 
-/// Logs `message` with `fields`. Text format: `message key=value key=value`. JSON format
-/// (set_json_log_fields(true), done by the runtime host for log.format=json): each field
-/// becomes its own key beside "message". Payloads do not belong in fields.
+/// Logs `message` with `fields`. Text format: `message key=value key=value`, a value
+/// that holds a space, '=', a quote, a backslash or a control character written as
+/// key="..." with escapes. JSON format (set_json_log_fields(true), done by the runtime
+/// host for log.format=json): each field becomes its own key beside "message". Control
+/// characters are escaped in both, so a field from a sender cannot start a new line or
+/// add a field (detail/log_fields.hpp). Payloads do not belong in fields.
 void log_event(spdlog::logger& log, LogLevel level, std::string_view message, std::initializer_list<LogField> fields);
 
 /// Whether log_event() encodes fields for the JSON line format.

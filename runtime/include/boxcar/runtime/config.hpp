@@ -115,7 +115,8 @@ RuntimeConfig load_config(const ConfigSources& sources = {});
 /// passwords, secrets and keys) replaced by "***": what `config check` prints.
 std::vector<std::pair<std::string, std::string>> describe(const RuntimeConfig& config);
 
-/// `url` with any password replaced by ***.
+/// `url` with any password replaced by ***: redact_connection_string() from
+/// boxcar/core/redaction.hpp, kept here for existing callers.
 std::string redact_url(const std::string& url);
 
 }  // namespace boxcar
