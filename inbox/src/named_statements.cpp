@@ -24,7 +24,8 @@ std::vector<NamedStatement> inbox_statements() {
           {"worker.transaction_ended", worker_sql::kTransactionEnded},
           {"worker.fail", worker_sql::kFail},
           {"worker.hand_back", worker_sql::kHandBack},
-          {"worker.renew_leases", worker_sql::kRenewLeases}};
+          {"worker.renew_leases", worker_sql::kRenewLeases},
+          {"worker.set_tenant", worker_sql::kSetTenant}};
 }
 
 }  // namespace boxcar::detail
