@@ -183,10 +183,10 @@ void BatchPipeline::record_failures(const InFlight& batch, const std::vector<std
 
 void BatchPipeline::refuse(const std::vector<std::int64_t>& ids, const std::vector<std::string>& errors,
                            const std::string& token) {
-  for (const auto& event : store_.refuse(ids, errors, token, "TOPIC_NOT_ALLOWED")) {
-    ++counters_.dead;
-    if (options_.metrics) options_.metrics->published(mapper_.topic_label(event.topic), "dead");
-  }
+  // The row's topic may be allowed and its override not: the label says why instead.
+  const auto refused = store_.refuse(ids, errors, token, "TOPIC_NOT_ALLOWED");
+  counters_.dead += refused.size();
+  if (options_.metrics && !refused.empty()) options_.metrics->published("(not allowed)", "dead", refused.size());
   log_event(*log_, LogLevel::Error, "events for topics outside publisher.allowed_topics, now DEAD and never produced",
             {{"outcome", "dead"},
              {"dead_reason", "TOPIC_NOT_ALLOWED"},

@@ -16,8 +16,8 @@ bool RecordMapper::allowed(const std::string& topic) const {
 }
 
 const std::string& RecordMapper::topic_label(const std::string& topic) const {
-  static const std::string not_allowed = "(not allowed)";
-  return allowed(topic) ? topic : not_allowed;
+  static const std::string other = "(other)";
+  return allowed(topic) ? topic : other;
 }
 
 KafkaRecord RecordMapper::map(ClaimedEvent& event) const {

@@ -20,8 +20,9 @@ class RecordMapper {
 
   /// Whether a record may go to `topic` (a mapped record's topic).
   bool allowed(const std::string& topic) const;
-  /// The topic label of the publisher's metrics: `topic` when allowed_topics is empty or
-  /// holds it, else "(not allowed)", so rows with arbitrary topics add no series.
+  /// The topic label of the publisher's metrics for a row's stored `topic`: itself when
+  /// allowed_topics is empty or holds it, else "(other)" (an event delivered through an
+  /// override, or refused), so rows with arbitrary topics add no series.
   const std::string& topic_label(const std::string& topic) const;
 
   /// Moves the payload out of `event` (the batch would otherwise hold it twice until
