@@ -5,8 +5,9 @@
 
 namespace boxcar::detail {
 
-LeaseRescuer::LeaseRescuer(ReceiptStore& store, const WorkerOptions& options, AtomicWorkerStats& stats)
-    : store_(store), options_(options), stats_(stats), log_(logger("worker")) {}
+LeaseRescuer::LeaseRescuer(ReceiptStore& store, const WorkerOptions& options, AtomicWorkerStats& stats,
+                           const std::map<std::string, HandlerEntry>& handlers)
+    : store_(store), options_(options), stats_(stats), handlers_(handlers), log_(logger("worker")) {}
 
 std::size_t LeaseRescuer::release_expired(const std::string& consumer) {
   const auto struck = store_.release_expired(consumer, options_.claim_limit, options_.max_attempts);
@@ -19,7 +20,9 @@ std::size_t LeaseRescuer::release_expired(const std::string& consumer) {
       ++dead;
       ++stats_.lease_expired;
       ++stats_.dead;
-      if (options_.metrics) options_.metrics->processed(receipt.consumer, receipt.event_type, "dead");
+      if (options_.metrics)
+        options_.metrics->processed(receipt.consumer, event_type_label(handlers_, receipt.consumer, receipt.event_type),
+                                    "dead");
     }
     log_event(*log_, LogLevel::Warn,
               is_dead ? "receipt is DEAD: its worker process died or hung while running it alone, on its last attempt"

@@ -5,6 +5,7 @@
 // would take back.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -18,7 +19,9 @@ namespace boxcar::detail {
 
 class LeaseRescuer {
  public:
-  LeaseRescuer(ReceiptStore& store, const WorkerOptions& options, AtomicWorkerStats& stats);
+  /// `handlers` (the worker's, outliving the rescuer) bound the metrics' event_type label.
+  LeaseRescuer(ReceiptStore& store, const WorkerOptions& options, AtomicWorkerStats& stats,
+               const std::map<std::string, HandlerEntry>& handlers);
 
   /// Releases up to claim_limit expired leases of `consumer` as suspects, due now for the
   /// suspect lane of any worker: a crash strike when the claim's solo run had started
@@ -31,6 +34,7 @@ class LeaseRescuer {
   ReceiptStore& store_;
   const WorkerOptions& options_;
   AtomicWorkerStats& stats_;
+  const std::map<std::string, HandlerEntry>& handlers_;
   std::shared_ptr<spdlog::logger> log_;
 };
 

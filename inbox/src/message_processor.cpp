@@ -12,6 +12,7 @@
 #include "boxcar/core/canonical_json.hpp"
 #include "boxcar/core/logging.hpp"
 #include "infrastructure_failure.hpp"
+#include "tenant_setting.hpp"
 #include "worker_queries.hpp"
 
 namespace boxcar::detail {
@@ -92,6 +93,16 @@ bool HandlerEntry::supports_pair(const std::string& event_type, int schema_versi
   for (const auto& pair : supports)
     if (pair.event_type == event_type && pair.schema_version == schema_version) return true;
   return false;
+}
+
+const std::string& event_type_label(const std::map<std::string, HandlerEntry>& handlers, const std::string& consumer,
+                                    const std::string& event_type) {
+  static const std::string unsupported = kUnsupportedEventTypeLabel;
+  const auto it = handlers.find(consumer);
+  if (it == handlers.end()) return unsupported;
+  for (const auto& pair : it->second.supports)
+    if (pair.event_type == event_type) return event_type;
+  return unsupported;
 }
 
 MessageProcessor::MessageProcessor(std::shared_ptr<ConnectionPool> pool, ReceiptStore& store,
@@ -192,11 +203,15 @@ void MessageProcessor::invoke(const ClaimedReceipt& receipt, Tx& tx, Clock::time
                                                 std::chrono::duration<double>(Clock::now() - started).count());
     }
   } timer{*this, receipt.consumer, started};
+  // Before each handler, also within a batch: every handler sees its own message's tenant.
+  set_tenant(tx, options_.tenant_setting, receipt.scope);
   handlers_.at(receipt.consumer).handler->handle(receipt.payload, context);
 }
 
 void MessageProcessor::observe(const ClaimedReceipt& receipt, std::string_view outcome) const {
-  if (options_.metrics) options_.metrics->processed(receipt.consumer, receipt.event_type, outcome);
+  if (options_.metrics)
+    options_.metrics->processed(receipt.consumer, event_type_label(handlers_, receipt.consumer, receipt.event_type),
+                                outcome);
 }
 
 FailureRecord MessageProcessor::describe_current_exception(const ClaimedReceipt& receipt,
@@ -493,6 +508,9 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
         }
       }
       if (Clock::now() >= deadline) throw HandlerTimeout("the batch returned after its deadline");
+      // Work a handler deferred to COMMIT (deferred triggers) must not run as the last
+      // handler's tenant: it sees no tenant, so tenant policies fail closed.
+      set_tenant(tx, options_.tenant_setting, Scope::global());
       if (!succeeded.empty()) completed = store_.complete_many(tx, succeeded, lock.xact_id);
       if (completed.size() < succeeded.size() && store_.transaction_ended(tx, lock.xact_id))
         throw HandlerEndedTransaction(kEndedBatchText);

@@ -25,7 +25,8 @@ std::vector<NamedStatement> inbox_statements() {
           {"worker.fail", worker_sql::kFail},
           {"worker.hand_back", worker_sql::kHandBack},
           {"worker.renew_leases", worker_sql::kRenewLeases},
-          {"worker.set_deadline", worker_sql::kSetDeadline}};
+          {"worker.set_deadline", worker_sql::kSetDeadline},
+          {"worker.set_tenant", worker_sql::kSetTenant}};
 }
 
 }  // namespace boxcar::detail

@@ -88,6 +88,9 @@ std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& option
       if (std::find(owned.begin(), owned.end(), consumer) == owned.end()) owned.push_back(consumer);
     }
   }
+  if (!options.tenant_setting.empty() && !is_custom_setting_name(options.tenant_setting))
+    throw ConfigError("worker.tenant_setting",
+                      "expects a custom setting name such as app.tenant_id, got '" + options.tenant_setting + "'");
   if (options.concurrency == 0) throw ConfigError("worker.concurrency", "must be at least 1");
   if (options.batch_size == 0) throw ConfigError("worker.batch_size", "must be at least 1");
   if (options.claim_limit == 0) throw ConfigError("worker.claim_limit", "must be at least 1");
@@ -128,7 +131,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         pool_check_(check_pool(*pool_, options_)),
         store_(pool_, options_.schema),
         processor_(pool_, store_, handlers_, options_, stats_, in_flight_),
-        rescuer_(store_, options_, stats_),
+        rescuer_(store_, options_, stats_, handlers_),
         log_(logger("worker")) {
     if (!options_.enabled) owned_.clear();
   }

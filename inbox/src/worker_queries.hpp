@@ -291,4 +291,12 @@ SELECT pg_catalog.set_config('statement_timeout', $1, true),
        pg_catalog.set_config('idle_in_transaction_session_timeout', $2, true)
 )sql";
 
+// worker.tenant_setting (docs/security.md, section 4): before each handler, the message's
+// tenant ($2; '' for a global scope) into the custom setting $1, transaction-local (the
+// `true`: SET LOCAL), so row-level-security policies of application tables can read it
+// with current_setting($1). Parameterised: the tenant id comes from the sender's scope.
+inline constexpr const char* kSetTenant = R"sql(
+SELECT pg_catalog.set_config($1, $2, true)
+)sql";
+
 }  // namespace boxcar::worker_sql

@@ -33,6 +33,12 @@ constexpr std::string_view kInboxStatuses[] = {"PENDING", "RETRYABLE", "PROCESSI
 constexpr std::string_view kOutboxStatuses[] = {"PENDING", "RETRYABLE", "PUBLISHING", "DEAD"};
 constexpr std::string_view kTables[] = {"inbox_receipts", "outbox_events"};
 
+// Consumers found in the table but not declared are reported one by one up to this many
+// (orphans of renamed consumers); the rest are summed under kUndeclared. Consumer names
+// in rows are whatever a role able to insert wrote: labels must stay bounded.
+constexpr std::size_t kMaxUndeclaredConsumers = 20;
+const std::string kUndeclared = "(undeclared)";
+
 struct ConsumerBacklog {
   std::map<std::string, double, std::less<>> by_status;  // missing status = 0
   double oldest_due_age = 0;
@@ -63,6 +69,8 @@ struct BacklogCollector::State {
 
   std::mutex collect_mutex;               // one collection at a time
   std::set<std::string> known_consumers;  // every consumer ever reported (guarded by collect_mutex)
+  std::set<std::string> declared;         // options.declared_consumers
+  std::size_t undeclared_reported = 0;    // undeclared consumers in known_consumers
 
   std::mutex mutex;  // guards stopping and thread
   std::condition_variable wake;
@@ -96,6 +104,7 @@ BacklogCollector::BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::sh
   for (const auto& query : state_->queries)
     state_->names.push_back("boxcar.backlog." + query.name + "." + options_.schema);
   state_->known_consumers.insert(options_.declared_consumers.begin(), options_.declared_consumers.end());
+  state_->declared.insert(options_.declared_consumers.begin(), options_.declared_consumers.end());
 }
 
 BacklogCollector::~BacklogCollector() { stop(); }
@@ -187,8 +196,31 @@ void BacklogCollector::collect_once() {
 
   // Every consumer ever seen keeps being reported: one whose rows are gone drops to 0
   // instead of freezing at its last value.
-  for (const auto& [name, backlog] : snapshot.consumers) state_->known_consumers.insert(name);
+  // Undeclared ones beyond kMaxUndeclaredConsumers are summed under one label.
   if (snapshot.inbox_readable) {
+    ConsumerBacklog folded;
+    bool any_folded = false;
+    for (auto it = snapshot.consumers.begin(); it != snapshot.consumers.end();) {
+      const std::string& name = it->first;
+      if (state_->known_consumers.contains(name)) {
+        ++it;
+        continue;
+      }
+      if (state_->declared.contains(name) || state_->undeclared_reported < kMaxUndeclaredConsumers) {
+        if (!state_->declared.contains(name)) ++state_->undeclared_reported;
+        state_->known_consumers.insert(name);
+        ++it;
+        continue;
+      }
+      for (const auto& [status, count] : it->second.by_status) folded.by_status[status] += count;
+      folded.oldest_due_age = std::max(folded.oldest_due_age, it->second.oldest_due_age);
+      any_folded = true;
+      it = snapshot.consumers.erase(it);
+    }
+    if (any_folded) {
+      snapshot.consumers[kUndeclared] = std::move(folded);
+      state_->known_consumers.insert(kUndeclared);
+    }
     for (const auto& consumer : state_->known_consumers) {
       const auto found = snapshot.consumers.find(consumer);
       const ConsumerBacklog empty{};

@@ -68,17 +68,29 @@ std::size_t BatchPipeline::start_batch() {
   batch.events.reserve(claimed.size());
   std::vector<KafkaRecord> records;
   records.reserve(claimed.size());
+  std::vector<std::int64_t> refused;
+  std::vector<std::string> refused_errors;
   for (auto& event : claimed) {
-    records.push_back(mapper_.map(event));
+    KafkaRecord record = mapper_.map(event);
+    if (!mapper_.allowed(record.topic)) {
+      refused.push_back(event.id);
+      refused_errors.push_back("TOPIC_NOT_ALLOWED: topic '" + record.topic +
+                               "' is not in publisher.allowed_topics (event type '" + event.event_type + "')");
+      continue;
+    }
+    records.push_back(std::move(record));
     batch.bytes += record_bytes(records.back());
     batch.events.push_back({event.id, event.event_id, records.back().topic});
   }
   claimed.clear();  // the payloads moved into the records; librdkafka copies them next
+  if (!refused.empty()) refuse(refused, refused_errors, batch.token);
+  if (records.empty()) return count;  // every event refused: nothing to produce
   batch.id = producer_.produce(records);
   in_flight_bytes_ += batch.bytes;
   if (in_flight_bytes_ > counters_.peak_in_flight_bytes) counters_.peak_in_flight_bytes = in_flight_bytes_;
+  const std::size_t batch_events = batch.events.size();
   in_flight_.push_back(std::move(batch));
-  set_in_flight_events(in_flight_events_ + count);
+  set_in_flight_events(in_flight_events_ + batch_events);
   return count;
 }
 
@@ -129,8 +141,8 @@ void BatchPipeline::mark(const InFlight& batch, const std::vector<DeliveryOutcom
     counters_.delivered += published.size();
     if (options_.metrics)
       for (const auto& event : published) {
-        options_.metrics->published(event.topic, "delivered");
-        options_.metrics->emit_to_delivered(event.topic, event.seconds_since_emit);
+        options_.metrics->published(mapper_.topic_label(event.topic), "delivered");
+        options_.metrics->emit_to_delivered(mapper_.topic_label(event.topic), event.seconds_since_emit);
       }
     if (published.size() < delivered.size())
       log_->warn("{} delivered events were no longer claimed by this publisher (lease expired)",
@@ -157,7 +169,7 @@ void BatchPipeline::record_failures(const InFlight& batch, const std::vector<std
   for (const auto& event : store_.record_failure(ids, batch.token, error, policy)) {
     const bool dead = event.status == OutboxStatus::Dead;
     ++(dead ? counters_.dead : counters_.failed);
-    if (options_.metrics) options_.metrics->published(event.topic, dead ? "dead" : "failed");
+    if (options_.metrics) options_.metrics->published(mapper_.topic_label(event.topic), dead ? "dead" : "failed");
   }
   log_event(*log_, permanent ? LogLevel::Error : LogLevel::Warn,
             permanent ? "events refused by the producer for good (too large), now DEAD"
@@ -167,6 +179,19 @@ void BatchPipeline::record_failures(const InFlight& batch, const std::vector<std
              {"batch", std::to_string(batch.events.size())},
              {"first_event_id", first_event_id},
              {"error", error}});
+}
+
+void BatchPipeline::refuse(const std::vector<std::int64_t>& ids, const std::vector<std::string>& errors,
+                           const std::string& token) {
+  // The row's topic may be allowed and its override not: the label says why instead.
+  const auto refused = store_.refuse(ids, errors, token, "TOPIC_NOT_ALLOWED");
+  counters_.dead += refused.size();
+  if (options_.metrics && !refused.empty()) options_.metrics->published("(not allowed)", "dead", refused.size());
+  log_event(*log_, LogLevel::Error, "events for topics outside publisher.allowed_topics, now DEAD and never produced",
+            {{"outcome", "dead"},
+             {"dead_reason", "TOPIC_NOT_ALLOWED"},
+             {"count", std::to_string(ids.size())},
+             {"error", errors.front()}});
 }
 
 }  // namespace boxcar::detail

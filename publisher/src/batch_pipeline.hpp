@@ -56,6 +56,8 @@ class BatchPipeline {
   void finish_oldest();
   void mark(const InFlight& batch, const std::vector<DeliveryOutcome>& outcomes);
   void set_in_flight_events(std::size_t count);
+  /// Events whose topic is outside allowed_topics: DEAD (TOPIC_NOT_ALLOWED), never produced.
+  void refuse(const std::vector<std::int64_t>& ids, const std::vector<std::string>& errors, const std::string& token);
   void record_failures(const InFlight& batch, const std::vector<std::int64_t>& ids, const std::string& error,
                        const std::string& first_event_id, bool permanent);
 

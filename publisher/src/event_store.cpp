@@ -44,6 +44,7 @@ EventStore::EventStore(std::shared_ptr<ConnectionPool> pool, const std::string& 
   recover_ = detail::with_schema(publisher_sql::kRecoverExpired, schema);
   mark_published_ = detail::with_schema(publisher_sql::kMarkPublished, schema);
   mark_failed_ = detail::with_schema(publisher_sql::kMarkFailed, schema);
+  mark_refused_ = detail::with_schema(publisher_sql::kMarkRefused, schema);
 }
 
 std::vector<ClaimedEvent> EventStore::claim(std::size_t limit, std::size_t max_bytes, bool at_least_one,
@@ -78,6 +79,12 @@ std::vector<SettledEvent> EventStore::record_failure(std::span<const std::int64_
                                         static_cast<long long>(policy.backoff.base.count()),
                                         static_cast<long long>(policy.backoff.cap.count()), policy.max_attempts,
                                         policy.permanent, static_cast<long long>(policy.max_age.count())));
+}
+
+std::vector<SettledEvent> EventStore::refuse(std::span<const std::int64_t> ids, std::span<const std::string> errors,
+                                             const std::string& token, const std::string& dead_reason) {
+  return read_settled(
+      pool_->autocommit(names_ + "refused", mark_refused_, pg_array(ids), token, pg_array(errors), dead_reason));
 }
 
 }  // namespace boxcar::detail

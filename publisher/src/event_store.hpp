@@ -85,10 +85,15 @@ class EventStore {
   std::vector<SettledEvent> record_failure(std::span<const std::int64_t> ids, const std::string& token,
                                            const std::string& error, const FailurePolicy& policy);
 
+  /// Marks the events `ids` (still claimed under `token`) DEAD with `dead_reason` and each
+  /// its own `errors[i]`, without a delivery: they were never produced.
+  std::vector<SettledEvent> refuse(std::span<const std::int64_t> ids, std::span<const std::string> errors,
+                                   const std::string& token, const std::string& dead_reason);
+
  private:
   std::shared_ptr<ConnectionPool> pool_;
   std::string names_;  // statement name prefix, per schema
-  std::string claim_, recover_, mark_published_, mark_failed_;
+  std::string claim_, recover_, mark_published_, mark_failed_, mark_refused_;
 };
 
 }  // namespace boxcar::detail

@@ -35,7 +35,7 @@ class Publisher::Impl {
         schema_(detail::check_publisher_options(pool_.get(), options_)),
         log_(logger("publisher")),
         store_(pool_, schema_),
-        mapper_(options_.topic_overrides),
+        mapper_(options_.topic_overrides, options_.allowed_topics),
         producer_(options_.kafka, options_.delivery_timeout),
         pipeline_(store_, mapper_, producer_, options_, counters_, log_) {}
 
@@ -92,7 +92,7 @@ class Publisher::Impl {
       ++counters_.lease_expired;
       if (event.status != OutboxStatus::Dead) continue;
       ++counters_.dead;
-      if (options_.metrics) options_.metrics->published(event.topic, "dead");
+      if (options_.metrics) options_.metrics->published(mapper_.topic_label(event.topic), "dead");
     }
     if (!recovered.empty()) log_->warn("recovered {} events whose publisher lost its claim", recovered.size());
   }

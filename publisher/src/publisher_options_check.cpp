@@ -23,6 +23,8 @@ std::string check_publisher_options(const ConnectionPool* pool, const PublisherO
   for (const auto& [type, topic] : options.topic_overrides)
     if (type.empty() || topic.empty())
       throw ConfigError("publisher.topics", "a topic override needs an event type and a topic");
+  for (const auto& topic : options.allowed_topics)
+    if (topic.empty()) throw ConfigError("publisher.allowed_topics", "a topic name must not be empty");
   return schema;
 }
 

@@ -134,4 +134,23 @@ WHERE e.id = verdict.id
 RETURNING e.status, e.topic
 )sql";
 
+// Refused before producing (publisher.allowed_topics): DEAD at once, never produced,
+// guarded by the batch's claim token. $1 bigint[] of ids and $3 text[] of their error
+// texts, pairwise; $4 the dead reason. ROWS FROM with qualified functions: the two-array
+// unnest(a, b) shorthand resolves each unnest through the search_path.
+inline constexpr const char* kMarkRefused = R"sql(
+UPDATE {schema}.outbox_events AS e
+SET status = 'DEAD',
+    dead_reason = $4,
+    last_error = r.error,
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = pg_catalog.now()
+FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($3::text[])) AS r(id, error)
+WHERE e.id = r.id
+  AND e.claim_token = $2::uuid
+  AND e.status = 'PUBLISHING'
+RETURNING e.status, e.topic
+)sql";
+
 }  // namespace boxcar::publisher_sql

@@ -8,8 +8,17 @@
 
 namespace boxcar::detail {
 
-RecordMapper::RecordMapper(std::map<std::string, std::string> topic_overrides)
-    : topic_overrides_(std::move(topic_overrides)) {}
+RecordMapper::RecordMapper(std::map<std::string, std::string> topic_overrides, std::set<std::string> allowed_topics)
+    : topic_overrides_(std::move(topic_overrides)), allowed_topics_(std::move(allowed_topics)) {}
+
+bool RecordMapper::allowed(const std::string& topic) const {
+  return allowed_topics_.empty() || allowed_topics_.contains(topic);
+}
+
+const std::string& RecordMapper::topic_label(const std::string& topic) const {
+  static const std::string other = "(other)";
+  return allowed(topic) ? topic : other;
+}
 
 KafkaRecord RecordMapper::map(ClaimedEvent& event) const {
   KafkaRecord record;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "event_store.hpp"
@@ -13,8 +14,16 @@ namespace boxcar::detail {
 
 class RecordMapper {
  public:
-  /// `topic_overrides`: event type → topic (PublisherOptions::topic_overrides).
-  explicit RecordMapper(std::map<std::string, std::string> topic_overrides);
+  /// `topic_overrides`: event type → topic (PublisherOptions::topic_overrides);
+  /// `allowed_topics`: PublisherOptions::allowed_topics (empty: every topic).
+  RecordMapper(std::map<std::string, std::string> topic_overrides, std::set<std::string> allowed_topics);
+
+  /// Whether a record may go to `topic` (a mapped record's topic).
+  bool allowed(const std::string& topic) const;
+  /// The topic label of the publisher's metrics for a row's stored `topic`: itself when
+  /// allowed_topics is empty or holds it, else "(other)" (an event delivered through an
+  /// override, or refused), so rows with arbitrary topics add no series.
+  const std::string& topic_label(const std::string& topic) const;
 
   /// Moves the payload out of `event` (the batch would otherwise hold it twice until
   /// produced); its other fields stay.
@@ -24,6 +33,7 @@ class RecordMapper {
 
  private:
   std::map<std::string, std::string> topic_overrides_;
+  std::set<std::string> allowed_topics_;
 };
 
 /// The record's size as librdkafka counts it against message.max.bytes, from above

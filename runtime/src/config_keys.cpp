@@ -204,6 +204,25 @@ ConfigKey topics() {
   return key;
 }
 
+ConfigKey allowed_topics() {
+  const std::string name = "publisher.allowed_topics";
+  ConfigKey key{.name = name,
+                .type = "list A,B",
+                .doc =
+                    "the only topics the publisher produces to (after `publisher.topics`); an event for another "
+                    "topic becomes DEAD (TOPIC_NOT_ALLOWED), never produced; empty: every topic "
+                    "(docs/security.md)",
+                .env = env_name(name)};
+  key.set = [](RuntimeConfig& c, const std::string& k, const std::string& v) {
+    const auto topics = split_list(k, v);
+    c.publisher.allowed_topics = {topics.begin(), topics.end()};
+  };
+  key.show = [name](const RuntimeConfig& c) {
+    return Shown{{name, join({c.publisher.allowed_topics.begin(), c.publisher.allowed_topics.end()})}};
+  };
+  return key;
+}
+
 void check_listen(const std::string& key, const std::string& value) {
   if (value.empty()) return;  // disables the HTTP server
   const auto colon = value.rfind(':');
@@ -281,6 +300,14 @@ std::vector<ConfigKey> build_table() {
       number(
           "worker.max_error_bytes", [](auto& c) -> auto& { return c.worker.max_error_bytes; },
           "longest error text stored on a receipt; longer ones are cut visibly"),
+      text(
+          "worker.tenant_setting", "custom setting name", [](auto& c) -> auto& { return c.worker.tenant_setting; },
+          "setting (e.g. `app.tenant_id`) set to the message's tenant (`''` when global) with SET LOCAL in "
+          "context.tx before each handler, for row-level-security policies (docs/security.md); empty: none",
+          [](const std::string& k, const std::string& v) {
+            if (!v.empty() && !is_custom_setting_name(v))
+              throw ConfigError(k, "expects a custom setting name such as app.tenant_id, got '" + v + "'");
+          }),
       millis(
           "shutdown.grace_ms", [](auto& c) -> auto& { return c.worker.shutdown_grace; },
           "in-flight handlers' grace on stop; then their queries are cancelled and, 2 s later, threads still "
@@ -318,6 +345,7 @@ std::vector<ConfigKey> build_table() {
           "publisher.poll_interval_ms", [](auto& c) -> auto& { return c.publisher.poll_interval; },
           "polling fallback and lease-recovery cadence"),
       topics(),
+      allowed_topics(),
       kafka_properties(),
       text(
           "http.listen", "HOST:PORT", [](auto& c) -> auto& { return c.http.listen; },

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <sstream>
 
 #include "boxcar/ops/backlog_collector.hpp"
 #include "boxcar/inbox/inbox.hpp"
@@ -292,4 +293,33 @@ TEST_CASE("every backlog query reads its partial index, not the table, on 1,000,
   CHECK(e.value("boxcar_outbox_events", {{"status", "PENDING"}}) == 500);
   CHECK(e.value("boxcar_outbox_events", {{"status", "DEAD"}}) == 500);
   CHECK(e.value("boxcar_backlog_collection_seconds") < 2.0);
+}
+
+TEST_CASE("undeclared consumers in the table beyond 20 are summed under one label, so rows cannot add series") {
+  BacklogSetup s;
+  std::vector<std::string> consumers = {kOrders};
+  for (int i = 0; i < 50; ++i) consumers.push_back("orphan" + std::to_string(i) + ".v1");
+  // An ingress that declared them all (or a role inserting raw rows) wrote one each.
+  Inbox inbox(s.pool, {.schema = s.db.schema(), .consumers = consumers, .notify = false});
+  for (const auto& consumer : consumers) inbox.accept(message(consumer, "m-1"));
+  BacklogCollector collector(s.pool, s.metrics, {.schema = s.db.schema(), .declared_consumers = {kOrders}});
+  collector.collect_once();
+
+  const auto e = s.scrape();
+  std::size_t series = 0;
+  double pending = 0;
+  std::istringstream lines(e.text());
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("boxcar_inbox_receipts{", 0) == 0) {
+      ++series;
+      if (line.find("status=\"PENDING\"") != std::string::npos) pending += std::stod(line.substr(line.rfind(' ')));
+    }
+  CHECK(series == (1 + 20 + 1) * 4);  // declared, 20 orphans by name, the rest summed; 4 statuses each
+  CHECK(pending == 51);               // nothing lost in the sum
+  CHECK(s.inbox(kOrders, "PENDING") == 1);
+  CHECK(s.inbox("(undeclared)", "PENDING") == 30);
+
+  // A second collection keeps the same series.
+  collector.collect_once();
+  CHECK(s.inbox("(undeclared)", "PENDING") == 30);
 }

@@ -53,6 +53,7 @@ TEST_CASE("every configuration key rejects a malformed value with an error namin
       {"HOST:PORT", "nowhere"},
       {"text|json", "xml"},
       {"TYPE=TOPIC,...", "no-topic"},
+      {"custom setting name", "tenant_id"},
       {"trace|debug|info|warn|error|critical|off", "loud"},
   };
   for (const auto& key : config_keys()) {

@@ -24,7 +24,8 @@ class Metrics {
   /// boxcar_inbox_accept_total{consumer,result}: accepted|duplicate|conflict|invalid|storage_error.
   void accept_result(const std::string& consumer, std::string_view result);
   /// boxcar_inbox_processed_total{consumer,event_type,outcome}:
-  /// completed|retried|dead|stale|unsupported.
+  /// completed|retried|dead|stale|unsupported. Callers pass an event_type a handler of the
+  /// consumer supports, or "(unsupported)": never one a sender chose (docs/security.md).
   void processed(const std::string& consumer, const std::string& event_type, std::string_view outcome);
   /// boxcar_inbox_handler_duration_seconds{consumer} (histogram).
   void handler_duration(const std::string& consumer, double seconds);

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "boxcar/inbox/handler.hpp"
@@ -81,9 +82,19 @@ struct WorkerOptions {
   /// Longest error text stored on a receipt; longer messages end in "…[truncated N bytes]"
   /// so the cut is visible.
   std::size_t max_error_bytes = 2000;
+  /// worker.tenant_setting: a custom PostgreSQL setting (e.g. "app.tenant_id") the worker
+  /// sets in context.tx before each handler runs, with SET LOCAL semantics
+  /// (pg_catalog.set_config(name, value, true)): the tenant id of context.scope, or ""
+  /// for a global scope. Row-level-security policies on application tables read it
+  /// (docs/security.md, section 4). Empty (the default): nothing is set.
+  std::string tenant_setting{};
   /// Where outcomes, handler durations and claims are recorded; null: nowhere.
   std::shared_ptr<Metrics> metrics{};
 };
+
+/// True when `name` can be a custom PostgreSQL setting (WorkerOptions::tenant_setting):
+/// two or more identifiers ([A-Za-z_][A-Za-z0-9_$]*) joined by dots, e.g. "app.tenant_id".
+bool is_custom_setting_name(std::string_view name) noexcept;
 
 /// Outcome counters since start; monotonically increasing.
 struct WorkerStats {
@@ -116,7 +127,8 @@ class Worker {
   ///   no consumer; "handlers" for two handlers of one consumer or a handler
   ///   of an undeclared consumer, "worker.lease_ms" when the lease does not exceed the
   ///   handler timeout by at least a second, "pool.size" when the pool has fewer than
-  ///   concurrency + 1 connections, and for zero/negative sizes.
+  ///   concurrency + 1 connections, "worker.tenant_setting" for a name that is not a
+  ///   custom setting (two or more identifiers joined by dots), and for zero/negative sizes.
   Worker(std::shared_ptr<ConnectionPool> pool, WorkerOptions options, std::vector<HandlerRegistration> handlers);
   ~Worker();  // stop()
   Worker(const Worker&) = delete;

@@ -30,7 +30,8 @@ struct BacklogOptions {
   /// Consumers this deployment declares. Each gets all its gauges (0 when it has no
   /// rows), so a consumer with a backlog and no worker, or one that is declared but
   /// never receives anything, is visible. Consumers found in the table but not declared
-  /// are reported too.
+  /// are reported too, the first 20 each under its name and any more summed under
+  /// consumer="(undeclared)", so rows cannot grow the number of series without bound.
   std::vector<std::string> declared_consumers{};
   /// Time between two collections (the first runs as soon as start() is called).
   std::chrono::milliseconds interval{15000};

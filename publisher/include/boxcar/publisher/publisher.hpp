@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,11 @@ struct PublisherOptions {
   std::map<std::string, std::string> kafka{};
   /// event type -> topic, overriding the topic an event was emitted with.
   std::map<std::string, std::string> topic_overrides{};
+  /// publisher.allowed_topics: when not empty, the only topics events may go to (after
+  /// topic_overrides). An event whose topic is outside it is never produced: it becomes
+  /// DEAD at once (dead_reason TOPIC_NOT_ALLOWED), while the rest of its batch is
+  /// delivered. Empty (the default): every topic (docs/security.md, section 3).
+  std::set<std::string> allowed_topics{};
   /// Events claimed and produced per batch.
   std::size_t batch_size = 1000;
   /// Batches with the producer at once: the next batches are claimed and produced while
