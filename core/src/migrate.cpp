@@ -89,13 +89,15 @@ std::string incompatible_message(const std::string& schema, int version, int com
          " or newer; this build knows up to " + std::to_string(build_version) + ": upgrade Boxcar";
 }
 
-bool is_lock_wait_failure(const pqxx::sql_error& e) {
-  const std::string state = e.sqlstate();
+// pqxx::failure, not sql_error: libpqxx 6.4 throws a deadlock as a transaction_rollback,
+// which is no sql_error and carries no SQLSTATE (sqlstate_of restores it).
+bool is_lock_wait_failure(const pqxx::failure& e) {
+  const std::string state = detail::sqlstate_of(e);
   return state == "55P03" /* lock_not_available: lock_timeout */ || state == "40P01" /* deadlock_detected */;
 }
 
-bool is_session_gone(const pqxx::sql_error& e) {
-  const std::string state = e.sqlstate();
+bool is_session_gone(const pqxx::failure& e) {
+  const std::string state = detail::sqlstate_of(e);
   return state == "57P01" || state == "57P02" || state == "57P03" || state.starts_with("08");
 }
 
@@ -130,7 +132,9 @@ class Runner {
       try {
         attempt();
         return;
-      } catch (const pqxx::sql_error& e) {
+      } catch (const pqxx::broken_connection& e) {
+        session_gone(what, e.what());
+      } catch (const pqxx::failure& e) {
         if (is_session_gone(e)) session_gone(what, e.what());
         if (!is_lock_wait_failure(e)) throw;
         const std::string holders = relation_lock_holders(connection_, schema_);
@@ -149,8 +153,6 @@ class Runner {
                    {"backoff_ms", std::to_string(delay.count())},
                    {"reason", reason}});
         std::this_thread::sleep_for(delay);
-      } catch (const pqxx::broken_connection& e) {
-        session_gone(what, e.what());
       }
     }
   }

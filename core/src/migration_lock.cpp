@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "boxcar/core/backoff.hpp"
+#include "boxcar/core/detail/database_errors.hpp"
 #include "boxcar/core/error.hpp"
 #include "boxcar/core/logging.hpp"
 #include "core_queries.hpp"
@@ -70,7 +71,7 @@ void MigrationLock::verify_held() const {
     lost(schema_, std::string("the session ended: ") + e.what());
   } catch (const pqxx::sql_error& e) {
     // 57P01 and friends: the backend was terminated under us. Anything else is a bug.
-    const std::string state = e.sqlstate();
+    const std::string state = sqlstate_of(e);
     if (!state.starts_with("57P") && !state.starts_with("08")) throw;
     lost(schema_, std::string("the session ended: ") + e.what());
   }

@@ -1,8 +1,14 @@
 // example_webhook: a Standard Webhooks endpoint that records orders events in the inbox
 // before it acknowledges them. See README.md in this folder.
 //
+//   BOXCAR_DATABASE_URL=postgresql://migrator@... [BOXCAR_SCHEMA=boxcar] example_webhook migrate
+//   BOXCAR_DATABASE_URL=postgresql://ingress@...  [BOXCAR_SCHEMA=boxcar] example_webhook
+//
+// The endpoint never migrates: `migrate` runs once, before it, as the user that may do DDL
+// (like `boxcar migrate --roles`, docs/operations.md "Roles"); the endpoint itself needs
+// only the ingress role. Serving:
 //   BOXCAR_DATABASE_URL=postgresql://...   (required)
-//   BOXCAR_SCHEMA=boxcar                   schema migrated at startup
+//   BOXCAR_SCHEMA=boxcar                   an already migrated schema
 //   WEBHOOK_LISTEN=127.0.0.1:8080          civetweb listening_ports
 //   WEBHOOK_SECRETS=tenant-a=whsec_...,tenant-a=whsec_...,tenant-b=whsec_...   (required)
 //   WEBHOOK_CONSUMER=orders.projection.v1
@@ -47,7 +53,12 @@ int env_int(const char* name, int fallback) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const std::string command = argc > 1 ? argv[1] : "";
+  if (argc > 2 || (!command.empty() && command != "migrate")) {
+    std::cerr << "usage: example_webhook [migrate]\n";
+    return 2;
+  }
   const std::string url = env("BOXCAR_DATABASE_URL");
   const std::string schema = env("BOXCAR_SCHEMA", "boxcar");
   const std::string listen = env("WEBHOOK_LISTEN", "127.0.0.1:8080");
@@ -55,6 +66,15 @@ int main() {
   if (url.empty()) {
     std::cerr << "set BOXCAR_DATABASE_URL\n";
     return 2;
+  }
+  if (command == "migrate") {
+    try {
+      boxcar::migrate(url, {.schema = schema});  // idempotent; also `boxcar migrate`
+      return 0;
+    } catch (const std::exception& e) {
+      spdlog::error("migrate failed: {}", e.what());
+      return 1;
+    }
   }
   std::vector<webhook::SigningKey> keys;
   try {
@@ -74,7 +94,6 @@ int main() {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   try {
-    boxcar::migrate(url, {.schema = schema});  // idempotent; also `boxcar migrate`
     auto pool = boxcar::ConnectionPool::create({.url = url});
     boxcar::Inbox inbox(pool, {.schema = schema, .consumers = {consumer}});
     webhook::ServerOptions options{.listen = listen, .keys = std::move(keys), .consumer = consumer};

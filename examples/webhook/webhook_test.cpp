@@ -426,9 +426,28 @@ TEST_CASE("an unreachable database answers 503 with Retry-After and the sender's
   CHECK(f.receipts() == 1);
 }
 
-TEST_CASE("the example_webhook binary migrates its schema, serves a signed delivery and stops on SIGTERM") {
-  boxcar::testing::TestSchema db;  // for its URL and cleanup; the binary migrates its own schema
+namespace {
+
+// `example_webhook migrate` as its own process, as a deployment runs it before the endpoint.
+int run_migrate(const std::string& url, const std::string& schema) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("BOXCAR_DATABASE_URL", url.c_str(), 1);
+    ::setenv("BOXCAR_SCHEMA", schema.c_str(), 1);
+    ::execl(EXAMPLE_WEBHOOK_PATH, EXAMPLE_WEBHOOK_PATH, "migrate", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("after example_webhook migrate, the binary serves a signed delivery and stops on SIGTERM") {
+  boxcar::testing::TestSchema db;  // for its URL and cleanup
   const std::string schema = db.schema() + "_bin";
+  REQUIRE(run_migrate(db.url(), schema) == 0);
   const int port = dead_port();
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);

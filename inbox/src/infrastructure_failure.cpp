@@ -3,6 +3,7 @@
 
 #include <pqxx/pqxx>
 
+#include "boxcar/core/detail/database_errors.hpp"
 #include "boxcar/core/error.hpp"
 
 namespace boxcar::detail {
@@ -31,10 +32,8 @@ InfrastructureFailure classify_infrastructure_failure(std::exception_ptr error) 
     return from_sqlstate(e.sqlstate(), e.what());
   } catch (const pqxx::broken_connection& e) {
     return {"connection_lost", e.what(), true};
-  } catch (const pqxx::sql_error& e) {
-    return from_sqlstate(e.sqlstate(), e.what());
   } catch (const pqxx::failure& e) {
-    return {"database_error", e.what(), false};
+    return from_sqlstate(sqlstate_of(e), e.what());
   } catch (const std::exception& e) {
     return {"other", e.what(), false};
   } catch (...) {
