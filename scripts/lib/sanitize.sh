@@ -6,11 +6,13 @@
 #
 # LIST is address,undefined or thread. Each tree builds only the three test binaries and
 # what they link (the boxcar CLI the pg and kafka tests start), at -O1 -g: enough
-# optimisation to keep the run short, frames kept for the reports.
+# optimisation to keep the run short, frames kept for the reports. No -Werror here (the
+# main build has it): with -fsanitize=address, g++ 12 reports false -Wmaybe-uninitialized
+# in <regex>.
 
 boxcar_sanitize_dir() {
   case "$1" in
-    address,undefined | undefined,address | address) echo build-asan ;;
+    address,undefined) echo build-asan ;;
     thread) echo build-tsan ;;
     *) echo "scripts/test: --sanitize takes address,undefined or thread, not '$1'" >&2; return 2 ;;
   esac
@@ -21,7 +23,7 @@ boxcar_sanitize_build() {
   dir=$(boxcar_sanitize_dir "$list") || return
   echo "== sanitizer stage ($list): building $dir/"
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g" \
-    -DBOXCAR_SANITIZE="$list" -DBOXCAR_WERROR=ON \
+    -DBOXCAR_SANITIZE="$list" \
     -DBOXCAR_BUILD_BENCH=OFF -DBOXCAR_BUILD_EXAMPLES=OFF >/dev/null || return
   cmake --build "$dir" -j "$jobs" --target boxcar_unit_tests boxcar_pg_tests boxcar_kafka_tests
 }
