@@ -35,6 +35,13 @@ boxcar_sanitize_run() {
   local list=$1 jobs=$2 dir supp=$PWD/scripts/lib/sanitizers
   shift 2
   dir=$(boxcar_sanitize_dir "$list") || return
+  # A tree configured without the flags would pass silently: insist on the runtime.
+  local runtime=libasan binary
+  [[ $list == thread ]] && runtime=libtsan
+  for binary in boxcar_unit_tests boxcar_pg_tests boxcar_kafka_tests; do
+    ldd "$dir/tests/$binary" | grep -q "$runtime" ||
+      { echo "scripts/test: $dir/tests/$binary is not linked with $runtime" >&2; return 1; }
+  done
   echo "== sanitizer stage ($list): ctest -L unit|pg|kafka in $dir/"
   (
     export BOXCAR_TEST_DATABASE_URL="$BOXCAR_PG_URL" BOXCAR_TEST_BINARY_DIR="$PWD/$dir"
