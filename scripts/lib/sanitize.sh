@@ -42,13 +42,22 @@ boxcar_sanitize_run() {
     ldd "$dir/tests/$binary" | grep -q "$runtime" ||
       { echo "scripts/test: $dir/tests/$binary is not linked with $runtime" >&2; return 1; }
   done
-  echo "== sanitizer stage ($list): ctest -L unit|pg|kafka in $dir/"
+  # TSan cannot run librdkafka: Debian's librdkafka starts its threads with C11
+  # thrd_create, which g++ 12's libtsan does not intercept, so the first allocation on
+  # such a thread crashes inside TSan. The thread stage leaves out what starts a producer
+  # or the mock cluster: the kafka label and one pg test (docs/security.md, section 9).
+  local labels='^(unit|pg|kafka)$' exclude='^$'
+  if [[ $list == thread ]]; then
+    labels='^(unit|pg)$'
+    exclude='^pg/a failed delivery after more than a thousand attempts'
+  fi
+  echo "== sanitizer stage ($list): ctest -L '$labels' in $dir/"
   (
     export BOXCAR_TEST_DATABASE_URL="$BOXCAR_PG_URL" BOXCAR_TEST_BINARY_DIR="$PWD/$dir"
     export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1:detect_stack_use_after_return=0"
     export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp"
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=4:suppressions=$supp/tsan.supp"
-    cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 900 -L '^(unit|pg|kafka)$' "$@"
+    cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 900 -L "$labels" -E "$exclude" "$@"
   )
 }
