@@ -39,7 +39,7 @@ boxcar_sanitize_run() {
   local runtime=libasan binary
   [[ $list == thread ]] && runtime=libtsan
   for binary in boxcar_unit_tests boxcar_pg_tests boxcar_kafka_tests; do
-    ldd "$dir/tests/$binary" | grep -q "$runtime" ||
+    [[ $(ldd "$dir/tests/$binary") == *"$runtime"* ]] ||
       { echo "scripts/test: $dir/tests/$binary is not linked with $runtime" >&2; return 1; }
   done
   # TSan cannot run librdkafka: Debian's librdkafka starts its threads with C11
