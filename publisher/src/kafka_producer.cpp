@@ -30,8 +30,10 @@ KafkaProducer::KafkaProducer(const std::map<std::string, std::string>& propertie
   // The emitter's record limit and the producer's are one definition (record_size.hpp).
   set("message.max.bytes", std::to_string(kDefaultMaxRecordBytes));
   for (const auto& [name, value] : properties) {
-    if ((name == "enable.idempotence" && value != "true") || (name == "acks" && value != "all" && value != "-1"))
+    if ((name == "enable.idempotence" && value != "true") || (name == "acks" && value != "all" && value != "-1")) {
+      rd_kafka_conf_destroy(conf);  // like every other exit before rd_kafka_new() owns it
       throw ConfigError("kafka." + name, "Boxcar's publisher always uses enable.idempotence=true and acks=all");
+    }
     set(name, value);
   }
   // At-least-once without reordering a key: the idempotent producer retries internally;
