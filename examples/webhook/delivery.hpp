@@ -18,17 +18,17 @@ namespace webhook {
 
 /// The envelope of a delivery: what the body says (never who sent it).
 struct Delivery {
-  std::string type;
+  std::string type{};
   int version = 1;
-  nlohmann::json data;
+  nlohmann::json data{};
 };
 
 /// Why a body was refused (HTTP 400): a stable code, a message, and the field as the
 /// sender wrote it ("body/...", "type", "version", "data").
 struct BodyRejection {
-  std::string code;
-  std::string message;
-  std::string field;
+  std::string code{};
+  std::string message{};
+  std::string field{};
 };
 
 /// Parses `body` strictly: duplicate member names, non-finite or unsafe numbers, bad

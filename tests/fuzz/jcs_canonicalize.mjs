@@ -3,8 +3,9 @@
 // Number::toString for numbers, RFC 8785's minimal string escaping) and object members
 // sorted by the UTF-16 code units of their names (Array.prototype.sort's default order).
 //
-// Protocol, over stdin/stdout: each request line is the base64 of one JSON text (UTF-8,
-// as Boxcar received it); an empty line ends a batch. For each request of the batch, in
+// Protocol, over stdin/stdout: each request line is "j" and the base64 of one JSON text
+// (UTF-8, as Boxcar received it; the "j" keeps an empty text from reading as the end of a
+// batch); an empty line ends a batch. For each request of the batch, in
 // order, one response line: "ok <base64 of the canonical UTF-8>" or "err <reason>".
 // Responses are written only at the end of a batch, so the writer never blocks on a full
 // pipe while the reader is still writing.
@@ -25,7 +26,7 @@ function canonicalize(value) {
 
 function answer(line) {
   try {
-    let text = Buffer.from(line, 'base64').toString('utf8');
+    let text = Buffer.from(line.slice(1), 'base64').toString('utf8');
     if (text.startsWith('\uFEFF')) text = text.slice(1); // as Boxcar: RFC 8259 §8.1 allows a BOM
     return 'ok ' + Buffer.from(canonicalize(JSON.parse(text)), 'utf8').toString('base64');
   } catch (e) {

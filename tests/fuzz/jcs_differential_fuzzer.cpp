@@ -123,7 +123,8 @@ class NodeCanonicalizer {
   /// Sends the batch, reads one verdict per input and aborts on the first disagreement.
   void flush() {
     if (batch_.empty()) return;
-    for (const auto& pending : batch_) std::fprintf(to_, "%s\n", base64(pending.input).c_str());
+    // "j" + base64: an empty input must not look like the empty line that ends a batch.
+    for (const auto& pending : batch_) std::fprintf(to_, "j%s\n", base64(pending.input).c_str());
     std::fputc('\n', to_);
     if (std::fflush(to_) != 0) die("write to node");
     for (const auto& pending : batch_) {
