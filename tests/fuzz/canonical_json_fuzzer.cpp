@@ -1,5 +1,6 @@
 // canonicalize_text and the validator on arbitrary bytes. Properties:
 // - it never crashes, and refuses only with a JsonValueError carrying a documented code;
+// - text with a raw NUL byte is refused (nlohmann reads NUL as the end of the input);
 // - accepted output is valid UTF-8, a fixed point (canonicalize_text(c) == c), parses
 //   back with nlohmann, and canonicalize() of that value gives the same bytes;
 // - tighter limits refuse (JSON_TOO_DEEP/JSON_TOO_LARGE) or agree, never differ;
@@ -53,6 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check(documented(e.code()), "a refusal carries a documented JSON_* code", input);
     return 0;
   }
+  check(input.find('\0') == std::string_view::npos, "text with a raw NUL byte is refused", input);
   check(boxcar::is_valid_utf8(canonical), "the canonical form is valid UTF-8", input);
   check(boxcar::canonicalize_text(canonical) == canonical, "the canonical form is a fixed point", input);
   const nlohmann::json parsed = nlohmann::json::parse(canonical);  // throws (a crash) if not JSON
