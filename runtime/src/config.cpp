@@ -112,7 +112,11 @@ void apply_config_file(RuntimeConfig& config, std::string_view json_text, const 
   if (!json.is_object()) throw ConfigError("config.file", "'" + file + "' must hold a JSON object");
   std::vector<std::pair<std::string, std::string>> pairs;
   flatten(json, "", pairs);
-  for (const auto& [key, value] : pairs) apply(config, key, value);
+  for (const auto& [key, value] : pairs) {
+    // {"": ...} flattens to the empty key, and an error naming "" names nothing (found by tests/fuzz).
+    if (key.empty()) throw ConfigError("config.file", "'" + file + "' has a member with an empty name");
+    apply(config, key, value);
+  }
 }
 
 RuntimeConfig load_config(const ConfigSources& sources) {

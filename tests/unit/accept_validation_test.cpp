@@ -171,6 +171,6 @@ TEST_CASE("validate refuses what accept refuses, without touching the database")
     CHECK(e.field() == "message_id");
   }
   r = valid_request();
-  r.payload = nlohmann::json::array({nlohmann::json::array({nlohmann::json::array({nlohmann::json::array({1})})})});
+  r.payload = nlohmann::json::parse("[[[[[1]]]]]");
   CHECK_THROWS_AS(inbox.validate(r), InboxValidationError);  // depth 5 > the inbox's payload limit of 4
 }
