@@ -92,7 +92,59 @@ std::string unbase64(std::string_view text) {
 
 class NodeCanonicalizer {
  public:
-  NodeCanonicalizer() {
+  NodeCanonicalizer() { start(); }
+
+  void add(Pending pending) {
+    batch_.push_back(std::move(pending));
+    if (batch_.size() >= kBatch) flush();
+  }
+
+  /// Sends the batch, reads one verdict per input and aborts on the first disagreement.
+  /// If node dies mid-batch, its exit status is printed and the batch is sent once more to
+  /// a new node; a batch that kills node twice aborts (its inputs are in the crash log).
+  void flush() {
+    if (batch_.empty()) return;
+    std::vector<std::string> verdicts;
+    if (!exchange(verdicts)) {
+      std::fprintf(stderr, "jcs differential: node died (%s); restarting it for this batch\n", reap().c_str());
+      ++restarts_;
+      start();
+      if (!exchange(verdicts)) {
+        std::fprintf(stderr, "jcs differential: node died again (%s) on this batch:\n", reap().c_str());
+        for (const auto& pending : batch_) boxcar::fuzz::print_input(pending.input);
+        std::abort();
+      }
+    }
+    for (std::size_t i = 0; i < batch_.size(); ++i) {
+      const Pending& pending = batch_[i];
+      const std::string& line = verdicts[i];
+      if (pending.accepted) {
+        if (!line.starts_with("ok ")) mismatch(pending, "Boxcar accepted, node refused: " + line);
+        const std::string node_canonical = unbase64(std::string_view(line).substr(3));
+        if (node_canonical != pending.canonical)
+          mismatch(pending, "different canonical forms; node: " + node_canonical);
+      } else if (!line.starts_with("err ")) {
+        mismatch(pending, "Boxcar refused as JSON_PARSE_ERROR, node accepted");
+      }
+    }
+    compared_ += batch_.size();
+    batch_.clear();
+  }
+
+  std::size_t compared() const { return compared_; }
+  int restarts() const { return restarts_; }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+  std::vector<Pending> batch_;
+  std::size_t compared_ = 0;
+  int restarts_ = 0;
+
+  void start() {
+    if (to_) std::fclose(to_);
+    if (from_) std::fclose(from_);
     int to_child[2];
     int from_child[2];
     if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) die("pipe");
@@ -115,54 +167,37 @@ class NodeCanonicalizer {
     signal(SIGPIPE, SIG_IGN);  // a dead node shows as a failed write, reported below
   }
 
-  void add(Pending pending) {
-    batch_.push_back(std::move(pending));
-    if (batch_.size() >= kBatch) flush();
-  }
-
-  /// Sends the batch, reads one verdict per input and aborts on the first disagreement.
-  void flush() {
-    if (batch_.empty()) return;
+  /// One round trip of the batch; false if node is gone.
+  bool exchange(std::vector<std::string>& verdicts) {
+    verdicts.clear();
     // "j" + base64: an empty input must not look like the empty line that ends a batch.
     for (const auto& pending : batch_) std::fprintf(to_, "j%s\n", base64(pending.input).c_str());
     std::fputc('\n', to_);
-    if (std::fflush(to_) != 0) die("write to node");
-    for (const auto& pending : batch_) {
-      const std::string line = read_line();
-      if (pending.accepted) {
-        if (!line.starts_with("ok ")) mismatch(pending, "Boxcar accepted, node refused: " + line);
-        const std::string node_canonical = unbase64(std::string_view(line).substr(3));
-        if (node_canonical != pending.canonical)
-          mismatch(pending, "different canonical forms; node: " + node_canonical);
-      } else if (!line.starts_with("err ")) {
-        mismatch(pending, "Boxcar refused as JSON_PARSE_ERROR, node accepted");
+    if (std::fflush(to_) != 0) return false;
+    for (std::size_t i = 0; i < batch_.size(); ++i) {
+      std::string line;
+      for (int c = std::fgetc(from_); c != '\n'; c = std::fgetc(from_)) {
+        if (c == EOF) return false;
+        line += static_cast<char>(c);
       }
+      verdicts.push_back(std::move(line));
     }
-    compared_ += batch_.size();
-    batch_.clear();
+    return true;
   }
 
-  std::size_t compared() const { return compared_; }
-
- private:
-  pid_t pid_ = -1;
-  FILE* to_ = nullptr;
-  FILE* from_ = nullptr;
-  std::vector<Pending> batch_;
-  std::size_t compared_ = 0;
+  /// How the node process ended, e.g. "exit 1" or "signal 9".
+  std::string reap() {
+    int status = 0;
+    if (pid_ <= 0 || waitpid(pid_, &status, 0) != pid_) return "status unknown";
+    pid_ = -1;
+    if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
+    if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
+    return "status " + std::to_string(status);
+  }
 
   [[noreturn]] static void die(const char* what) {
     std::fprintf(stderr, "jcs differential: %s failed (is node installed? scripts/setup)\n", what);
     std::abort();
-  }
-
-  std::string read_line() {
-    std::string line;
-    for (int c = std::fgetc(from_); c != '\n'; c = std::fgetc(from_)) {
-      if (c == EOF) die("read from node");
-      line += static_cast<char>(c);
-    }
-    return line;
   }
 
   [[noreturn]] void mismatch(const Pending& pending, const std::string& what) {
@@ -180,7 +215,8 @@ NodeCanonicalizer* node = nullptr;
 void flush_at_exit() {
   if (!node) return;
   node->flush();
-  std::fprintf(stderr, "jcs differential: %zu inputs compared with node\n", node->compared());
+  std::fprintf(stderr, "jcs differential: %zu inputs compared with node, %d node restarts\n", node->compared(),
+               node->restarts());
 }
 
 }  // namespace
