@@ -526,6 +526,14 @@ std::string canonicalize(const nlohmann::json& value, const CanonicalLimits& lim
 }
 
 std::string canonicalize_text(std::string_view json_text, const CanonicalLimits& limits) {
+  // nlohmann's lexer reads a NUL byte between tokens as the end of the input (for C
+  // strings), so "2\0<anything>" would canonicalise as 2, the rest ignored. A raw NUL is
+  // never JSON text: refuse it (found by the differential fuzzer, tests/fuzz).
+  if (const auto nul = json_text.find('\0'); nul != std::string_view::npos) {
+    if (!is_valid_utf8(json_text)) throw JsonValueError("JSON_INVALID_UTF8", "", "JSON text is not valid UTF-8");
+    throw JsonValueError("JSON_PARSE_ERROR", "",
+                         "malformed JSON near byte " + std::to_string(nul) + ": a NUL byte is not JSON text");
+  }
   StrictDomBuilder builder(json_text, limits);
   json::sax_parse(json_text.begin(), json_text.end(), &builder, json::input_format_t::json,
                   /*strict=*/true, /*ignore_comments=*/false);

@@ -10,15 +10,16 @@
 #include <limits>
 #include <stdexcept>
 #include <string_view>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "boxcar/inbox/inbox.hpp"
-#include "boxcar/core/canonical_json.hpp"
 #include "boxcar/core/logging.hpp"
 #include "body_deadlines.hpp"
 #include "client_limiter.hpp"
+#include "delivery.hpp"
 
 namespace webhook {
 
@@ -215,42 +216,16 @@ struct Server::Impl {
     hmacs += verified.keys_tried;
     if (!verified.verified()) return refuse(to_string(verified.status));
 
-    // 4. Parse strictly: duplicate member names, non-finite or unsafe numbers, bad
-    //    UTF-8 and hostile depth are refused (boxcar::canonicalize_text) instead of being
-    //    silently resolved by a lenient parser. The canonical text then parses safely.
-    Json event;
-    try {
-      event = Json::parse(boxcar::canonicalize_text(
-          body, {.max_depth = boxcar::CanonicalLimits{}.max_depth + 1, .max_bytes = 2 * options.max_body_bytes}));
-    } catch (const boxcar::JsonValueError& e) {
-      return rejection(400, e.code(), e.what(), "body" + e.path());
-    }
-    if (!event.is_object()) return rejection(400, "INVALID_BODY", "the body must be a JSON object", "body");
-    const auto type = event.find("type");
-    if (type == event.end()) return rejection(400, "INBOX_FIELD_REQUIRED", "'type' is required", "type");
-    if (!type->is_string()) return rejection(400, "INBOX_FIELD_INVALID", "'type' must be a string", "type");
-    int version = 1;
-    if (const auto v = event.find("version"); v != event.end()) {
-      if (!v->is_number_integer() || v->get<std::int64_t>() < std::numeric_limits<int>::min() ||
-          v->get<std::int64_t>() > std::numeric_limits<int>::max())
-        return rejection(400, "INBOX_SCHEMA_VERSION_INVALID", "'version' must be an integer", "version");
-      version = static_cast<int>(v->get<std::int64_t>());
-    }
-    const auto data = event.find("data");
-    if (data == event.end()) return rejection(400, "INBOX_FIELD_REQUIRED", "'data' is required", "data");
+    // 4. Parse strictly (delivery.hpp): bad JSON or a bad envelope is a 400 naming the field.
+    auto decoded = decode_body(body, options.max_body_bytes);
+    if (const auto* refused = std::get_if<BodyRejection>(&decoded))
+      return rejection(400, refused->code, refused->message, refused->field);
 
     // 5. Record it durably; only then may the sender hear 2xx.
     const std::string tenant = verified.tenant;
     try {
-      const boxcar::Receipt receipt = inbox.accept({
-          .scope = boxcar::Scope::tenant(tenant),  // from the verifying key, never from the body
-          .source = options.source,
-          .consumer = options.consumer,
-          .message_id = std::string(id),
-          .event_type = type->get<std::string>(),
-          .schema_version = version,
-          .payload = *data,
-      });
+      const boxcar::Receipt receipt = inbox.accept(
+          accept_request(std::get<Delivery>(std::move(decoded)), tenant, id, options.source, options.consumer));
       const bool accepted = receipt.kind == boxcar::Receipt::Kind::Accepted;
       boxcar::log_event(*boxcar::logger("webhook"), boxcar::LogLevel::Info, "webhook recorded",
                         {{"tenant", tenant},

@@ -109,6 +109,12 @@ Receipt Inbox::accept(const AcceptRequest& request) {
   }
 }
 
+void Inbox::validate(const AcceptRequest& request) const {
+  detail::prepare_request(request, {.consumers = queries_->consumers,
+                                    .payload_limits = options_.payload_limits,
+                                    .max_statement_bytes = options_.max_statement_bytes});
+}
+
 Receipt Inbox::accept_unmetered(const AcceptRequest& request) {
   const auto p = detail::prepare_request(request, {.consumers = queries_->consumers,
                                                    .payload_limits = options_.payload_limits,

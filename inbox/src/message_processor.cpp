@@ -540,7 +540,9 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
       tx.commit();
       stats_.completed += completed.size();
       for (const auto& [id, age] : completed) {
-        const auto* r = *std::find_if(succeeded.begin(), succeeded.end(), [&](const auto* s) { return s->id == id; });
+        // Init-capture: clang before 16 cannot capture a structured binding (tests/fuzz builds with clang-14).
+        const auto* r = *std::find_if(succeeded.begin(), succeeded.end(),
+                                      [&completed_id = id](const auto* s) { return s->id == completed_id; });
         observe(*r, "completed");
         if (options_.metrics) options_.metrics->accept_to_complete(r->consumer, age);
       }

@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -84,6 +85,23 @@ void validate(const RuntimeConfig& config) {
 
 std::string redact_url(const std::string& url) { return redact_connection_string(url); }
 
+void apply_config_file(RuntimeConfig& config, std::string_view json_text, const std::string& file) {
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(json_text.begin(), json_text.end());
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError("config.file", "'" + file + "' is not valid JSON: " + e.what());
+  }
+  if (!json.is_object()) throw ConfigError("config.file", "'" + file + "' must hold a JSON object");
+  std::vector<std::pair<std::string, std::string>> pairs;
+  flatten(json, "", pairs);
+  for (const auto& [key, value] : pairs) {
+    // {"": ...} flattens to the empty key, and an error naming "" names nothing (found by tests/fuzz).
+    if (key.empty()) throw ConfigError("config.file", "'" + file + "' has a member with an empty name");
+    apply(config, key, value);
+  }
+}
+
 RuntimeConfig load_config(const ConfigSources& sources) {
   RuntimeConfig config;
   const std::vector<std::string> env = sources.environment ? *sources.environment : process_environment();
@@ -99,18 +117,10 @@ RuntimeConfig load_config(const ConfigSources& sources) {
     if (key == "config") file = value;
   if (file.empty() && env_values.contains("BOXCAR_CONFIG")) file = env_values["BOXCAR_CONFIG"];
   if (!file.empty()) {
-    std::ifstream in(file);
+    std::ifstream in(file, std::ios::binary);
     if (!in) throw ConfigError("config.file", "cannot read '" + file + "'");
-    nlohmann::json json;
-    try {
-      json = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw ConfigError("config.file", "'" + file + "' is not valid JSON: " + e.what());
-    }
-    if (!json.is_object()) throw ConfigError("config.file", "'" + file + "' must hold a JSON object");
-    std::vector<std::pair<std::string, std::string>> pairs;
-    flatten(json, "", pairs);
-    for (const auto& [key, value] : pairs) apply(config, key, value);
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    apply_config_file(config, text, file);
   }
 
   // 2. The environment.

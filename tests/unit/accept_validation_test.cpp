@@ -157,3 +157,20 @@ TEST_CASE("an inbox must declare consumers") {
   CHECK_THROWS_AS(Inbox(pool, {.consumers = {""}}), ConfigError);
   CHECK_THROWS_AS(Inbox(pool, {.schema = "Bad", .consumers = {"c"}}), ConfigError);
 }
+
+TEST_CASE("validate refuses what accept refuses, without touching the database") {
+  Inbox inbox = make_inbox();  // its pool points at a port where nothing listens
+  CHECK_NOTHROW(inbox.validate(valid_request()));
+  AcceptRequest r = valid_request();
+  r.message_id.clear();
+  try {
+    inbox.validate(r);
+    FAIL("expected InboxValidationError");
+  } catch (const InboxValidationError& e) {
+    CHECK(e.code() == "INBOX_FIELD_REQUIRED");
+    CHECK(e.field() == "message_id");
+  }
+  r = valid_request();
+  r.payload = nlohmann::json::parse("[[[[[1]]]]]");
+  CHECK_THROWS_AS(inbox.validate(r), InboxValidationError);  // depth 5 > the inbox's payload limit of 4
+}

@@ -666,6 +666,16 @@ TEST_CASE("Malformed JSON text is a parse error", "[canonical_json][parse]") {
   CHECK(boxcar::canonicalize_text("\xef\xbb\xbf{\"a\":1}") == R"({"a":1})");
 }
 
+TEST_CASE("A NUL byte in JSON text is a parse error, not the end of the input", "[canonical_json][parse]") {
+  // nlohmann's lexer reads NUL between tokens as the end; "2\0...2" used to canonicalise as 2.
+  using namespace std::string_literals;
+  for (const std::string& text : {"2\0 2"s, "{\"a\":1}\0{\"evil\":true}"s, "[1]\0"s, "\0"s, " \0 1"s}) {
+    INFO("text of " << text.size() << " bytes");
+    CHECK(text_failure(text).code == "JSON_PARSE_ERROR");
+  }
+  CHECK(text_failure("\xff\0"s).code == "JSON_INVALID_UTF8");
+}
+
 TEST_CASE("JSON Pointer paths escape tilde and slash", "[canonical_json]") {
   json value = json::object();
   value["a/b"]["m~n"] = std::numeric_limits<double>::infinity();

@@ -98,6 +98,12 @@ class Inbox {
   ///   have committed).
   Receipt accept(const AcceptRequest& request);
 
+  /// Checks `request` exactly as accept() and accept_many() do before they touch the
+  /// database, and records nothing: for transports that want to refuse early, and for
+  /// the fuzzer (tests/fuzz). Thread-safe; never blocks.
+  /// @throws InboxValidationError as accept() does.
+  void validate(const AcceptRequest& request) const;
+
   /// Accepts a batch in one transaction and returns one result per item, in input
   /// order. Identities repeated inside the batch collapse onto one receipt (the first
   /// is Accepted, repeats Duplicate; a repeat with other content is a conflict). An

@@ -19,6 +19,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "boxcar/ops/backlog_collector.hpp"
@@ -110,6 +111,13 @@ struct ConfigSources {
 ///   "config.file") for an unknown key in a file or flag, a malformed value, or a
 ///   missing required one (database.url).
 RuntimeConfig load_config(const ConfigSources& sources = {});
+
+/// Applies the JSON text of a configuration file to `config`, as load_config does with
+/// the file it reads: nested objects flatten to dotted keys, arrays to lists. `file`
+/// names the file in errors. No environment, flags or required-key check.
+/// @throws ConfigError("config.file") when the text is not JSON or not an object;
+///   ConfigError naming the key for an unknown key or a malformed value.
+void apply_config_file(RuntimeConfig& config, std::string_view json_text, const std::string& file);
 
 /// Every effective key and value, secrets (passwords in the database URL, kafka.*
 /// passwords, secrets and keys) replaced by "***": what `config check` prints.
