@@ -4,11 +4,11 @@
 #   boxcar_sanitize_run LIST JOBS [ARGS]    runs the unit, pg and kafka labels there (needs
 #                                           boxcar_pg_start first); ARGS go to ctest
 #
-# LIST is address,undefined or thread. Each tree builds only the three test binaries and
-# what they link (the boxcar CLI the pg and kafka tests start), at -O1 -g: enough
-# optimisation to keep the run short, frames kept for the reports. No -Werror here (the
-# main build has it): with -fsanitize=address, g++ 12 reports false -Wmaybe-uninitialized
-# in <regex>.
+# LIST is address,undefined or thread. Each tree builds only the three test binaries, the
+# fuzz corpus replays of the core and runtime harnesses, and what they link (the boxcar
+# CLI the pg and kafka tests start), at -O1 -g: enough optimisation to keep the run short,
+# frames kept for the reports. No -Werror here (the main build has it): with
+# -fsanitize=address, g++ 12 reports false -Wmaybe-uninitialized in <regex>.
 
 boxcar_sanitize_dir() {
   case "$1" in
@@ -25,7 +25,10 @@ boxcar_sanitize_build() {
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g" \
     -DBOXCAR_SANITIZE="$list" \
     -DBOXCAR_BUILD_BENCH=OFF -DBOXCAR_BUILD_EXAMPLES=OFF >/dev/null || return
-  cmake --build "$dir" -j "$jobs" --target boxcar_unit_tests boxcar_pg_tests boxcar_kafka_tests
+  # The fuzz corpus replays carry the unit label too: under ASan they check every seed and
+  # reproducer for memory errors the harness's own properties cannot see.
+  cmake --build "$dir" -j "$jobs" --target boxcar_unit_tests boxcar_pg_tests boxcar_kafka_tests \
+    fuzz_replay_canonical_json fuzz_replay_config
 }
 
 # Any report fails the test it happens in: ASan and TSan stop the process at the first

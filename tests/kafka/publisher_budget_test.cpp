@@ -11,6 +11,7 @@
 #include "boxcar/outbox/outbox_emitter.hpp"
 #include "boxcar/publisher/publisher.hpp"
 #include "boxcar/testing/mock_kafka.hpp"
+#include "publisher_options.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;
@@ -24,15 +25,7 @@ struct Setup {
   MockKafka kafka;
   std::shared_ptr<ConnectionPool> pool = db.pool(6);
   Setup() { kafka.create_topic("orders", 4); }
-  PublisherOptions options() const {
-    return {.schema = db.schema(),
-            .kafka = {{"bootstrap.servers", kafka.bootstrap_servers()}},
-            .batch_size = 100,
-            .lease = 8s,
-            .delivery_timeout = 2s,
-            .backoff = {.base = 10ms, .cap = 50ms},
-            .poll_interval = 100ms};
-  }
+  PublisherOptions options() const { return fast_publisher_options(db.schema(), kafka); }
   // Emits `count` events whose payload pads to `bytes`, one transaction each.
   void emit(int count, std::size_t bytes, OutboxEmitter* emitter = nullptr) {
     OutboxEmitter own{pool, {.schema = db.schema(), .notify = false}};

@@ -13,6 +13,7 @@
 #include "exposition.hpp"
 #include "boxcar/testing/eventually.hpp"
 #include "boxcar/testing/mock_kafka.hpp"
+#include "publisher_options.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;
@@ -30,15 +31,7 @@ struct Setup {
     kafka.create_topic("orders", 4);
     kafka.create_topic("audit", 2);
   }
-  PublisherOptions options() const {
-    return {.schema = db.schema(),
-            .kafka = {{"bootstrap.servers", kafka.bootstrap_servers()}},
-            .batch_size = 100,
-            .lease = 8s,
-            .delivery_timeout = 2s,
-            .backoff = {.base = 10ms, .cap = 50ms},
-            .poll_interval = 100ms};
-  }
+  PublisherOptions options() const { return fast_publisher_options(db.schema(), kafka); }
   // Emits `count` events, one transaction each; returns their event ids.
   std::set<std::string> emit(int count, int offset = 0) {
     std::set<std::string> ids;

@@ -8,6 +8,7 @@
 #include "boxcar/publisher/publisher.hpp"
 #include "boxcar/testing/mock_kafka.hpp"
 #include "exposition.hpp"
+#include "publisher_options.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;
@@ -25,14 +26,9 @@ struct Setup {
     for (const char* topic : {"orders", "billing", "audit", "audit.raw"}) kafka.create_topic(topic, 2);
   }
   PublisherOptions options() const {
-    return {.schema = db.schema(),
-            .kafka = {{"bootstrap.servers", kafka.bootstrap_servers()}},
-            .batch_size = 100,
-            .lease = 8s,
-            .delivery_timeout = 2s,
-            .backoff = {.base = 10ms, .cap = 50ms},
-            .poll_interval = 100ms,
-            .metrics = metrics};
+    auto o = fast_publisher_options(db.schema(), kafka);
+    o.metrics = metrics;
+    return o;
   }
   // Emits one event of `type` for `topic` in one transaction, as a handler (or a role
   // able to insert into the outbox) would.
