@@ -9,12 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "boxcar/core/detail/named_statements.hpp"
-#include "boxcar/inbox/detail/named_statements.hpp"
-#include "boxcar/ops/detail/named_statements.hpp"
-#include "boxcar/outbox/detail/named_statements.hpp"
-#include "boxcar/publisher/detail/named_statements.hpp"
-#include "boxcar/testing/detail/named_statements.hpp"
+#include "every_named_statement.hpp"
 #include "sql_function_calls.hpp"
 
 using boxcar::detail::NamedStatement;
@@ -23,13 +18,11 @@ using boxcar::testing::sql_calls;
 
 namespace {
 
+// What Boxcar prepares, and the DDL and session-reset SQL it runs unprepared.
 std::vector<NamedStatement> every_statement() {
-  std::vector<NamedStatement> all;
-  for (auto part :
-       {boxcar::detail::core_statements(), boxcar::detail::core_unprepared_statements(),
-        boxcar::detail::inbox_statements(), boxcar::detail::outbox_statements(), boxcar::detail::publisher_statements(),
-        boxcar::detail::ops_statements(), boxcar::detail::testing_statements()})
-    all.insert(all.end(), part.begin(), part.end());
+  auto all = boxcar::testing::every_named_statement();
+  const auto unprepared = boxcar::detail::core_unprepared_statements();
+  all.insert(all.end(), unprepared.begin(), unprepared.end());
   return all;
 }
 

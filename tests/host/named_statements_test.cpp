@@ -8,14 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "boxcar/ops/detail/named_statements.hpp"
-#include "boxcar/inbox/detail/named_statements.hpp"
-#include "boxcar/outbox/detail/named_statements.hpp"
-#include "boxcar/publisher/detail/named_statements.hpp"
-#include "boxcar/core/detail/named_statements.hpp"
 #include "boxcar/core/sql_identifier.hpp"
-#include "boxcar/testing/detail/named_statements.hpp"
 #include "boxcar/core/detail/with_schema.hpp"
+#include "every_named_statement.hpp"
 #include "test_database.hpp"
 
 using boxcar::detail::NamedStatement;
@@ -23,14 +18,7 @@ using boxcar::testing::TestDatabase;
 
 namespace {
 
-std::vector<NamedStatement> every_statement() {
-  std::vector<NamedStatement> all;
-  for (auto part :
-       {boxcar::detail::core_statements(), boxcar::detail::inbox_statements(), boxcar::detail::outbox_statements(),
-        boxcar::detail::publisher_statements(), boxcar::detail::ops_statements(), boxcar::detail::testing_statements()})
-    all.insert(all.end(), part.begin(), part.end());
-  return all;
-}
+std::vector<NamedStatement> every_statement() { return boxcar::testing::every_named_statement(); }
 
 struct PrepareFailure {
   std::string name;

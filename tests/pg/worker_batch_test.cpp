@@ -16,14 +16,19 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// Accepts m-0 .. m-<count - 1> for consumer c.v1 in one accept_many.
+void accept_messages(const std::shared_ptr<ConnectionPool>& pool, const TestDatabase& db, int count) {
+  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
+  std::vector<AcceptRequest> batch;
+  for (int i = 0; i < count; ++i) batch.push_back(message("c.v1", "m-" + std::to_string(i)));
+  inbox.accept_many(batch);
+}
+
 void run_batch_with_one_failure(BatchFailureMode mode) {
   TestDatabase db;
   create_app_table(db);
   auto pool = db.pool(6);
-  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
-  std::vector<AcceptRequest> batch;
-  for (int i = 0; i < 10; ++i) batch.push_back(message("c.v1", "m-" + std::to_string(i)));
-  inbox.accept_many(batch);
+  accept_messages(pool, db, 10);
 
   const std::string table = db.qualified("{schema}.app_rows");
   std::atomic<int> calls{0};
@@ -80,10 +85,7 @@ TEST_CASE(
   TestDatabase db;
   create_app_table(db);
   auto pool = db.pool(6);
-  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
-  std::vector<AcceptRequest> batch;
-  for (int i = 0; i < 5; ++i) batch.push_back(message("c.v1", "m-" + std::to_string(i)));
-  inbox.accept_many(batch);
+  accept_messages(pool, db, 5);
   const std::string table = db.qualified("{schema}.app_rows");
   std::atomic<int> calls{0};
   // 5 x 300 ms does not fit the 1 s deadline as one batch; each message fits it alone.
@@ -134,10 +136,7 @@ TEST_CASE("in a batch that runs past its deadline only the message too slow alon
   TestDatabase db;
   create_app_table(db);
   auto pool = db.pool(6);
-  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
-  std::vector<AcceptRequest> batch;
-  for (int i = 0; i < 5; ++i) batch.push_back(message("c.v1", "m-" + std::to_string(i)));
-  inbox.accept_many(batch);
+  accept_messages(pool, db, 5);
   const std::string table = db.qualified("{schema}.app_rows");
   Worker worker(pool,
                 {.schema = db.schema(),
@@ -174,11 +173,8 @@ TEST_CASE("in savepoint mode a handler rolled back to its savepoint leaves no af
   TestDatabase db;
   auto pool = db.pool(6);
   auto metrics = std::make_shared<Metrics>();
-  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
   OutboxEmitter outbox(pool, {.schema = db.schema(), .notify = false, .metrics = metrics});
-  std::vector<AcceptRequest> batch;
-  for (int i = 0; i < 5; ++i) batch.push_back(message("c.v1", "m-" + std::to_string(i)));
-  inbox.accept_many(batch);
+  accept_messages(pool, db, 5);
   Worker worker(pool,
                 {.schema = db.schema(),
                  .consumers = {"c.v1"},
@@ -208,10 +204,7 @@ TEST_CASE("a batch in which one completion guard matches no row commits nothing,
   TestDatabase db;
   create_app_table(db);
   auto pool = db.pool(6);
-  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
-  std::vector<AcceptRequest> batch;
-  for (int i = 0; i < 5; ++i) batch.push_back(message("c.v1", "m-" + std::to_string(i)));
-  inbox.accept_many(batch);
+  accept_messages(pool, db, 5);
   const std::string table = db.qualified("{schema}.app_rows");
   const std::string receipts = db.qualified("{schema}.inbox_receipts");
   const auto lease = 1500ms;
