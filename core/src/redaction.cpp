@@ -1,6 +1,7 @@
 // Tokenizers for libpq's two connection-string forms that find where secrets are, as byte
 // ranges of the original text, so redaction replaces exactly those and keeps the rest.
 #include "boxcar/core/redaction.hpp"
+#include "replace_all.hpp"
 
 #include <algorithm>
 #include <array>
@@ -266,12 +267,6 @@ std::string unescaped(std::string_view text) {
   return out;
 }
 
-void replace_all(std::string& text, std::string_view needle, std::string_view with) {
-  if (needle.empty()) return;
-  for (auto pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + with.size()))
-    text.replace(pos, needle.size(), with);
-}
-
 bool overlaps_secret(std::string_view conninfo, std::string_view fragment, const std::vector<Span>& spans) {
   for (auto pos = conninfo.find(fragment); pos != std::string_view::npos; pos = conninfo.find(fragment, pos + 1))
     for (const auto& span : spans)
@@ -345,7 +340,7 @@ std::string redact_secrets(std::string_view text) {
 std::string redact_connection_error(std::string_view error, std::string_view conninfo) {
   std::string out(error);
   const auto spans = connection_string_secrets(conninfo);
-  if (!conninfo.empty()) replace_all(out, conninfo, redact_connection_string(conninfo));
+  if (!conninfo.empty()) detail::replace_all(out, conninfo, redact_connection_string(conninfo));
 
   // The secrets as written and as libpq decodes them, longest first.
   std::vector<std::string> secrets;
@@ -356,7 +351,7 @@ std::string redact_connection_error(std::string_view error, std::string_view con
     secrets.push_back(unescaped(raw));
   }
   std::sort(secrets.begin(), secrets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
-  for (const auto& secret : secrets) replace_all(out, secret, kMask);
+  for (const auto& secret : secrets) detail::replace_all(out, secret, kMask);
 
   // A fragment libpq quoted ("ss@host", "pa") that overlaps a secret, or lies inside one.
   std::string scrubbed;

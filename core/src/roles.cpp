@@ -11,6 +11,7 @@
 #include "boxcar/core/logging.hpp"
 #include "boxcar/core/migrate.hpp"
 #include "boxcar/core/sql_identifier.hpp"
+#include "replace_all.hpp"
 #include "roles_queries.hpp"
 
 namespace boxcar {
@@ -31,9 +32,9 @@ std::string validate_prefix(const std::string& prefix) {
   return prefix;
 }
 
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
+// `text` with each placeholder replaced.
+std::string bind_placeholders(std::string text, const std::map<std::string, std::string>& placeholders) {
+  for (const auto& [from, to] : placeholders) detail::replace_all(text, from, to);
   return text;
 }
 
@@ -58,10 +59,6 @@ RolesReport apply_roles(const std::string& connection_string, const RolesOptions
                                                            {"{worker}", quote_identifier(names.worker)},
                                                            {"{publisher}", quote_identifier(names.publisher)},
                                                            {"{operator}", quote_identifier(names.operator_)}};
-  const auto bind = [&](std::string text) {
-    for (const auto& [from, to] : placeholders) text = replace_all(std::move(text), from, to);
-    return text;
-  };
 
   RolesReport report;
   try {
@@ -72,13 +69,14 @@ RolesReport apply_roles(const std::string& connection_string, const RolesOptions
     for (const auto& role : all) {
       if (tx.exec_params1(sql::kRoleExists, role)["present"].as<bool>()) continue;
       if (!may_create) throw RoleMissingError(role);
-      tx.exec(replace_all(sql::kCreateRole, "{role}", quote_identifier(role)));
+      tx.exec(bind_placeholders(sql::kCreateRole, {{"{role}", quote_identifier(role)}}));
       report.created.push_back(role);
     }
-    if (!tx.exec_params1(sql::kIsMember, names.migrator)["member"].as<bool>()) tx.exec(bind(sql::kJoinMigrator));
-    for (const char* statement : sql::kOwnership) tx.exec(bind(statement));
-    for (const char* statement : sql::kRevoke) tx.exec(bind(statement));
-    for (const char* statement : sql::kGrant) tx.exec(bind(statement));
+    if (!tx.exec_params1(sql::kIsMember, names.migrator)["member"].as<bool>())
+      tx.exec(bind_placeholders(sql::kJoinMigrator, placeholders));
+    for (const char* statement : sql::kOwnership) tx.exec(bind_placeholders(statement, placeholders));
+    for (const char* statement : sql::kRevoke) tx.exec(bind_placeholders(statement, placeholders));
+    for (const char* statement : sql::kGrant) tx.exec(bind_placeholders(statement, placeholders));
     tx.commit();
   } catch (const Error&) {
     throw;

@@ -3,6 +3,7 @@
 #include "boxcar/core/detail/with_schema.hpp"
 
 #include "boxcar/core/error.hpp"
+#include "replace_all.hpp"
 
 namespace boxcar {
 
@@ -33,11 +34,8 @@ std::string quote_identifier(std::string_view name) {
 }
 
 std::string detail::with_schema(std::string_view sql, std::string_view schema) {
-  const std::string quoted = quote_identifier(schema);
-  const std::string_view marker = "{schema}";
   std::string out(sql);
-  for (auto pos = out.find(marker); pos != std::string::npos; pos = out.find(marker, pos + quoted.size()))
-    out.replace(pos, marker.size(), quoted);
+  detail::replace_all(out, "{schema}", quote_identifier(schema));
   return out;
 }
 
