@@ -1,0 +1,595 @@
+// bench_growth: does the hot path stay flat as the tables grow with retained rows?
+// Two schemas in the same cluster: one whose tables hold only what each measurement
+// needs ("empty"), one that also holds N retained COMPLETED inbox receipts and N
+// PUBLISHED outbox events ("loaded"). Every case measures both, interleaved round by
+// round, so the ratio loaded/empty is a same-run figure.
+//
+//   scripts/bench growth [--rows N[,N2...]] [--messages M] [--events E] [--rounds R] [--seconds S]
+//
+// --rows takes cumulative sizes: the loaded schema is filled up to each size in turn
+// (INSERT ... SELECT FROM generate_series, then VACUUM ANALYZE as autovacuum would) and
+// every case is measured at each size; the slope is read from the stages, the ratio
+// lines are those of the largest. Retained rows have realistic shapes: 8 consumers, 3
+// sources, ~1,000 tenants, UUIDv7-shaped ids, timestamps spread over 7 days, ~490-byte
+// jsonb payloads with metadata (inbox) and ~450-byte payload texts (outbox).
+//
+// Cases (loaded vs empty):
+//   growth_accept        accept() at 16 threads for S seconds, fresh UUIDv7 message ids of a
+//                        consumer/source/tenant the retained rows also use;
+//   growth_batched_t16   a Worker (batch_size 32, 16 threads) drains M accepted messages,
+//                        the handler inserting one row in context.tx (bench/worker.cpp's
+//                        batched case);
+//   growth_publisher     a Publisher (batch 1000) drains E due events to the librdkafka mock
+//                        cluster (bench/publisher.cpp's setup);
+//   growth_collector_*   each query of BacklogCollector::queries(schema), over the same small
+//                        backlog in both schemas (executions/s, i.e. empty_time/loaded_time).
+// The last lines are `ratio CASE VALUE TARGET` (docs/benchmarks.md).
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <pqxx/pqxx>
+#include <spdlog/spdlog.h>
+
+#include "boxcar/core/migrate.hpp"
+#include "boxcar/core/uuid.hpp"
+#include "boxcar/inbox/inbox.hpp"
+#include "boxcar/inbox/worker.hpp"
+#include "boxcar/ops/backlog_collector.hpp"
+#include "boxcar/outbox/outbox_emitter.hpp"
+#include "boxcar/publisher/publisher.hpp"
+#include "harness.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using boxcar::bench::Admin;
+using boxcar::bench::CaseResult;
+using boxcar::bench::Measurement;
+using boxcar::bench::Step;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kEmpty = "bench_growth_empty";
+constexpr const char* kLoaded = "bench_growth_loaded";
+// A consumer, source and tenant that the retained rows also use: new identities land in
+// the same subrange of the identity index as millions of retained ones.
+constexpr const char* kConsumer = "orders.projection.v1";
+constexpr const char* kSource = "orders-service";
+constexpr const char* kTenant = "tenant-7";
+constexpr const char* kTopic = "bench";
+constexpr int kAcceptThreads = 16;
+constexpr int kDrainThreads = 16;
+constexpr std::size_t kClaim = 32;
+constexpr std::size_t kPublisherBatch = 1000;
+constexpr int kQueryRuns = 301;
+constexpr double kTarget = 0.90;
+
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+std::string fixed(double value, int decimals) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(decimals) << value;
+  return out.str();
+}
+
+std::string table(const char* schema, const char* name) { return std::string(schema) + "." + name; }
+
+// ---- loading retained rows -------------------------------------------------------------
+
+// 1,009 realistic payload/metadata/fingerprint shapes, built once per session: rows pick
+// one by id, so generating a row costs string concatenation only.
+constexpr const char* kShapes = R"sql(
+CREATE TEMP TABLE IF NOT EXISTS growth_shapes AS
+SELECT k,
+       jsonb_build_object(
+         'orderId', 'o-' || k, 'customerId', 'c-' || (k * 7919 % 100003), 'currency', 'EUR',
+         'total', ((k * 7919 % 50000) / 100.0),
+         'items', jsonb_build_array(
+            jsonb_build_object('sku', 'sku-' || (k % 1009), 'qty', 1 + k % 3, 'price', 19.99),
+            jsonb_build_object('sku', 'sku-' || (k % 1013), 'qty', 2, 'price', 5.5),
+            jsonb_build_object('sku', 'sku-' || (k % 1019), 'qty', 1, 'price', 120)),
+         'shipping', jsonb_build_object('street', (k % 400) || ' Long Street', 'city', 'Berlin',
+                                        'zip', lpad((k % 99999)::text, 5, '0'), 'country', 'DE'),
+         'note', 'gift wrap, leave at the door, call before delivery') AS payload,
+       jsonb_build_object('traceparent', '00-' || md5(k::text) || '-' || substr(md5(k::text), 1, 16) || '-01',
+                          'correlationId', 'corr-' || k) AS metadata,
+       md5(k::text) || md5((k + 1)::text) AS fingerprint
+FROM generate_series(0, 1008) AS k
+)sql";
+
+// Row g of `total` (g in first..last): created at a time spread evenly over the last 7
+// days in id order; its id is UUIDv7-shaped from that time (so ids sort by time, as the
+// UUIDv7 event ids Boxcar publishers emit do) and unique by g.
+std::string row_time_and_id(long long total) {
+  const std::string n = std::to_string(total);
+  return "CROSS JOIN LATERAL (SELECT now() - interval '7 days' + g * (interval '7 days' / " + n +
+         ") AS t) AS ts "
+         "CROSS JOIN LATERAL (SELECT lpad(to_hex((extract(epoch FROM ts.t) * 1000)::bigint), 12, '0') AS h, "
+         "lpad(to_hex(g), 18, '0') AS x) AS hx "
+         "CROSS JOIN LATERAL (SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(x, 1, 3) || '-8' || "
+         "substr(x, 4, 3) || '-' || substr(x, 7, 12) AS uuid7) AS u ";
+}
+
+std::string load_inbox_sql(const char* schema, long long first, long long last, long long total) {
+  return "INSERT INTO " + table(schema, "inbox_receipts") +
+         " (scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, payload, metadata, "
+         "fingerprint, status, attempts, finished_attempts, available_at, created_at, updated_at, completed_at) "
+         "SELECT 'tenant', 'tenant-' || (g % 997), "
+         "(ARRAY['orders-service', 'checkout-service', 'payments-service'])[1 + g % 3], "
+         "(ARRAY['orders.projection.v1', 'billing.invoice.v1', 'shipping.label.v1', 'search.index.v1', "
+         "'loyalty.points.v1', 'fraud.score.v1', 'email.receipt.v1', 'analytics.v1'])[1 + g % 8], "
+         "u.uuid7, 'order.created', 1, s.payload, s.metadata, s.fingerprint, 'COMPLETED', 1, 1, ts.t, ts.t, "
+         "ts.t + interval '150 milliseconds', ts.t + interval '150 milliseconds' "
+         "FROM generate_series(" +
+         std::to_string(first) + ", " + std::to_string(last) + ") AS g JOIN growth_shapes AS s ON s.k = g % 1009 " +
+         row_time_and_id(total);
+}
+
+std::string load_outbox_sql(const char* schema, long long first, long long last, long long total) {
+  return "INSERT INTO " + table(schema, "outbox_events") +
+         " (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, causation_id, "
+         "correlation_id, traceparent, payload, status, attempts, available_at, created_at, updated_at, "
+         "published_at) "
+         "SELECT u.uuid7::uuid, 'order.projected', 1, "
+         "(ARRAY['orders.projected', 'invoices.issued', 'labels.printed', 'points.awarded'])[1 + g % 4], "
+         "'tenant-' || (g % 997), 'tenant', 'tenant-' || (g % 997), 'm-' || g, s.metadata ->> 'correlationId', "
+         "s.metadata ->> 'traceparent', s.payload::text, 'PUBLISHED', 1, ts.t, ts.t, "
+         "ts.t + interval '40 milliseconds', ts.t + interval '40 milliseconds' "
+         "FROM generate_series(" +
+         std::to_string(first) + ", " + std::to_string(last) + ") AS g JOIN growth_shapes AS s ON s.k = g % 1009 " +
+         row_time_and_id(total);
+}
+
+// Grows the loaded schema's two tables from `from` to `to` retained rows each: inbox and
+// outbox on two connections in parallel, then VACUUM ANALYZE each (as autovacuum would:
+// the visibility map set, statistics current). Returns a line describing the timings.
+std::string grow(const std::string& url, long long from, long long to, long long total) {
+  Admin admin(url);
+  // Fewer checkpoints while loading (each one makes the next write of every page log a
+  // full-page image); reset before anything is measured. Needs superuser: optional.
+  bool raised = false;
+  try {
+    admin.exec("ALTER SYSTEM SET max_wal_size = '32GB'");
+    admin.exec("SELECT pg_reload_conf()");
+    raised = true;
+  } catch (const std::exception&) {
+  }
+  double inbox_s = 0, outbox_s = 0, inbox_vacuum_s = 0, outbox_vacuum_s = 0;
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  const auto run = [&](const std::string& sql, const char* relation, double& load_s, double& vacuum_s) {
+    try {
+      pqxx::connection c(url);
+      pqxx::nontransaction n(c);
+      n.exec("SET maintenance_work_mem = '512MB'");
+      // A hash join on the analysed shapes keeps generate_series' order: rows go in by id,
+      // time and key order, as they would have arrived (a merge join would sort them).
+      n.exec("SET work_mem = '64MB'");
+      n.exec(kShapes);
+      n.exec("ANALYZE growth_shapes");
+      auto start = Clock::now();
+      n.exec(sql);
+      load_s = since(start);
+      start = Clock::now();
+      n.exec(std::string("VACUUM ANALYZE ") + relation);
+      vacuum_s = since(start);
+    } catch (...) {
+      std::lock_guard lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  };
+  const auto start = Clock::now();
+  std::thread inbox([&] {
+    run(load_inbox_sql(kLoaded, from + 1, to, total), (table(kLoaded, "inbox_receipts")).c_str(), inbox_s,
+        inbox_vacuum_s);
+  });
+  std::thread outbox([&] {
+    run(load_outbox_sql(kLoaded, from + 1, to, total), (table(kLoaded, "outbox_events")).c_str(), outbox_s,
+        outbox_vacuum_s);
+  });
+  inbox.join();
+  outbox.join();
+  const double wall = since(start);
+  if (raised) {
+    admin.exec("ALTER SYSTEM RESET max_wal_size");
+    admin.exec("SELECT pg_reload_conf()");
+  }
+  const auto checkpoint_start = Clock::now();
+  admin.checkpoint();
+  const double checkpoint_s = since(checkpoint_start);
+  if (error) std::rethrow_exception(error);
+  return "loaded " + std::to_string(to - from) + " rows into each table in " + fixed(wall, 1) +
+         " s wall (inbox insert " + fixed(inbox_s, 1) + " s + VACUUM ANALYZE " + fixed(inbox_vacuum_s, 1) +
+         " s, outbox insert " + fixed(outbox_s, 1) + " s + VACUUM ANALYZE " + fixed(outbox_vacuum_s, 1) +
+         " s, in parallel), then CHECKPOINT " + fixed(checkpoint_s, 1) + " s";
+}
+
+std::string sizes(const std::string& url) {
+  pqxx::connection c(url);
+  pqxx::nontransaction n(c);
+  std::string out;
+  for (const char* t : {"inbox_receipts", "outbox_events"}) {
+    const auto r = n.exec("SELECT pg_size_pretty(pg_relation_size('" + table(kLoaded, t) +
+                          "')), pg_size_pretty(pg_indexes_size('" + table(kLoaded, t) + "'))");
+    out += std::string(out.empty() ? "" : ", ") + t + " heap " + r[0][0].c_str() + " + indexes " + r[0][1].c_str();
+  }
+  return out;
+}
+
+// ---- accept ----------------------------------------------------------------------------
+
+boxcar::AcceptRequest accept_request() {
+  return {.scope = boxcar::Scope::tenant(kTenant),
+          .source = kSource,
+          .consumer = kConsumer,
+          .message_id = {},
+          .event_type = "order.created",
+          .schema_version = 1,
+          .payload = nlohmann::json::parse(
+              R"({"orderId":"o-123","customerId":"c-42","currency":"EUR","total":12.5,)"
+              R"("items":[{"sku":"sku-1","qty":1,"price":19.99},{"sku":"sku-2","qty":2,"price":5.5}],)"
+              R"("shipping":{"street":"1 Long Street","city":"Berlin","zip":"10115","country":"DE"}})"),
+          .metadata = {.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}};
+}
+
+struct AcceptSide {
+  std::shared_ptr<boxcar::ConnectionPool> pool;
+  std::unique_ptr<boxcar::Inbox> inbox;
+};
+
+Measurement accept_for(AcceptSide& side, double seconds) {
+  return boxcar::bench::run_timed(kAcceptThreads, seconds, [&](int) -> Step {
+    return [&inbox = *side.inbox, request = accept_request()]() mutable -> std::uint64_t {
+      request.message_id = boxcar::uuid_v7();
+      const boxcar::Receipt receipt = inbox.accept(request);
+      if (receipt.kind != boxcar::Receipt::Kind::Accepted) throw std::runtime_error("accept() did not accept");
+      return 1;
+    };
+  });
+}
+
+// Before each accept measurement: the empty schema empty again, the loaded one back to
+// its retained rows (the last measurement's PENDING receipts deleted), both vacuumed.
+void reset_accept(Admin& admin) {
+  admin.exec("TRUNCATE " + table(kEmpty, "inbox_receipts"));
+  admin.exec("DELETE FROM " + table(kLoaded, "inbox_receipts") + " WHERE status = 'PENDING'");
+  admin.exec("VACUUM " + table(kLoaded, "inbox_receipts"));
+  admin.checkpoint();
+}
+
+// ---- batched drain ---------------------------------------------------------------------
+
+class InsertRow final : public boxcar::InboxHandler {
+ public:
+  explicit InsertRow(std::string schema)
+      : sql_("INSERT INTO " + schema + ".app_rows (message_id, attempt) VALUES ($1, $2)") {}
+  void handle(const nlohmann::json&, boxcar::HandlerContext& context) override {
+    context.tx.exec_prepared("bench.app_row", sql_, context.message_id, context.attempt);
+  }
+
+ private:
+  std::string sql_;
+};
+
+// `count` fresh PENDING messages in each schema, accepted with accept_many (untimed).
+void load_backlog(const std::string& url, int count) {
+  Admin admin(url);
+  admin.exec("TRUNCATE " + table(kEmpty, "inbox_receipts") + ", " + table(kEmpty, "app_rows"));
+  admin.exec("TRUNCATE " + table(kLoaded, "app_rows"));
+  auto pool = boxcar::ConnectionPool::create({.url = url, .size = 4});
+  for (const char* schema : {kEmpty, kLoaded}) {
+    boxcar::Inbox inbox(pool, {.schema = schema, .consumers = {kConsumer}, .notify = false});
+    std::vector<boxcar::AcceptRequest> batch;
+    for (int i = 0; i < count; ++i) {
+      auto request = accept_request();
+      request.message_id = boxcar::uuid_v7();
+      batch.push_back(std::move(request));
+      if (batch.size() == 1000 || i + 1 == count) {
+        for (const auto& r : inbox.accept_many(batch)) r.rethrow_if_error();
+        batch.clear();
+      }
+    }
+    admin.exec("VACUUM ANALYZE " + table(schema, "inbox_receipts"));
+  }
+  admin.checkpoint();
+}
+
+Measurement drain(const std::string& url, const char* schema, int count) {
+  auto pool = boxcar::ConnectionPool::create({.url = url, .size = static_cast<std::size_t>(kDrainThreads) + 2});
+  boxcar::Worker worker(
+      pool,
+      {.schema = schema,
+       .consumers = {kConsumer},
+       .concurrency = static_cast<std::size_t>(kDrainThreads),
+       .batch_size = kClaim,
+       .claim_limit = kClaim,
+       .lease = 60s,
+       .handler_timeout = 30s,
+       .poll_interval = 50ms},
+      {{.consumer = kConsumer, .supports = {{"order.created", 1}}, .handler = std::make_shared<InsertRow>(schema)}});
+  const auto start = Clock::now();
+  worker.start();
+  while (worker.stats().completed < static_cast<std::uint64_t>(count)) std::this_thread::sleep_for(1ms);
+  const double elapsed = since(start);
+  worker.stop();
+  return {.units = static_cast<std::uint64_t>(count), .seconds = elapsed};
+}
+
+// ---- publisher -------------------------------------------------------------------------
+
+// `count` PENDING events in `schema`, not yet due (bench/publisher.cpp's columns, with the
+// retained events' payload sizes); the empty schema's outbox is emptied first, the
+// loaded one keeps its retained rows.
+void load_events(const std::string& url, const char* schema, int count) {
+  Admin admin(url);
+  admin.exec(kShapes);
+  if (std::string(schema) == kEmpty) admin.exec("TRUNCATE " + table(schema, "outbox_events"));
+  admin.exec("INSERT INTO " + table(schema, "outbox_events") +
+             " (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, "
+             "causation_id, payload, available_at) SELECT gen_random_uuid(), 'order.projected', 1, '" +
+             kTopic +
+             "', 'tenant-' || (g % 50), 'tenant', 'tenant-' || (g % 50), 'm-' || g, s.payload::text, "
+             "now() + interval '1 day' FROM generate_series(1, " +
+             std::to_string(count) + ") g JOIN growth_shapes AS s ON s.k = g % 1009");
+}
+
+Measurement publish(const std::string& url, const std::string& bootstrap, const char* schema, int count) {
+  load_events(url, schema, count);
+  auto pool = boxcar::ConnectionPool::create({.url = url, .size = 4});
+  boxcar::Publisher publisher(pool, {.schema = schema,
+                                     .kafka = {{"bootstrap.servers", bootstrap}},
+                                     .batch_size = kPublisherBatch,
+                                     .delivery_timeout = 30s});
+  {
+    // Steady state: the producer's start-up is paid before the clock starts.
+    boxcar::OutboxEmitter outbox(pool, {.schema = schema, .notify = false});
+    boxcar::Tx tx = pool->begin();
+    outbox.emit(tx,
+                boxcar::OutboxMessage{
+                    .event_type = "warm-up", .schema_version = 1, .topic = kTopic, .payload = {{"warm", true}}},
+                {.scope = boxcar::Scope::global()});
+    tx.commit();
+    publisher.drain();
+  }
+  Admin admin(url);
+  admin.exec("UPDATE " + table(schema, "outbox_events") + " SET available_at = now() WHERE status = 'PENDING'");
+  admin.exec("VACUUM ANALYZE " + table(schema, "outbox_events"));
+  admin.checkpoint();
+  const auto start = Clock::now();
+  publisher.drain();
+  const double seconds = since(start);
+  if (publisher.stats().delivered != static_cast<std::uint64_t>(count) + 1)
+    throw std::runtime_error("publisher delivered " + std::to_string(publisher.stats().delivered) + " of " +
+                             std::to_string(count));
+  return {.units = static_cast<std::uint64_t>(count), .seconds = seconds};
+}
+
+// ---- backlog collector queries ---------------------------------------------------------
+
+// The same small backlog in both schemas: PENDING and RETRYABLE receipts over 4
+// consumers, some PROCESSING and DEAD; PENDING, PUBLISHING and DEAD events. Rows have the
+// retained rows' sizes: much smaller rows would each fit in the few hundred bytes a full
+// retained page has left, one per page (docs/benchmarks.md, "Free space").
+void load_collector_backlog(const std::string& url) {
+  Admin admin(url);
+  admin.exec(kShapes);
+  admin.exec("TRUNCATE " + table(kEmpty, "inbox_receipts") + ", " + table(kEmpty, "outbox_events"));
+  for (const char* schema : {kEmpty, kLoaded}) {
+    admin.exec("DELETE FROM " + table(schema, "inbox_receipts") + " WHERE status <> 'COMPLETED'");
+    admin.exec("DELETE FROM " + table(schema, "outbox_events") + " WHERE status <> 'PUBLISHED'");
+    admin.exec(
+        "INSERT INTO " + table(schema, "inbox_receipts") +
+        " (scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, payload, "
+        "fingerprint, status, available_at, claim_token, lease_expires_at, dead_reason, attempts) "
+        "SELECT 'tenant', 'tenant-' || (g % 50), 'backlog', 'c' || (g % 4), 'b-' || g, 'e', 1, sh.payload, "
+        "sh.fingerprint, s, now() - (g % 600) * interval '1 second', "
+        "CASE WHEN s = 'PROCESSING' THEN gen_random_uuid() END, "
+        "CASE WHEN s = 'PROCESSING' THEN now() + interval '1 hour' END, "
+        "CASE WHEN s = 'DEAD' THEN 'HANDLER_PERMANENT' END, 1 "
+        "FROM generate_series(1, 2400) g JOIN growth_shapes AS sh ON sh.k = g % 1009 CROSS JOIN LATERAL (SELECT CASE WHEN g <= 2000 THEN 'PENDING' "
+        "WHEN g <= 2200 THEN 'RETRYABLE' WHEN g <= 2300 THEN 'PROCESSING' ELSE 'DEAD' END AS s) AS st");
+    admin.exec(
+        "INSERT INTO " + table(schema, "outbox_events") +
+        " (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, payload, "
+        "status, claim_token, lease_expires_at, dead_reason) "
+        "SELECT gen_random_uuid(), 'e', 1, 't', 'k', 'global', '', sh.payload::text, s, "
+        "CASE WHEN s = 'PUBLISHING' THEN gen_random_uuid() END, "
+        "CASE WHEN s = 'PUBLISHING' THEN now() + interval '1 hour' END, "
+        "CASE WHEN s = 'DEAD' THEN 'ATTEMPTS_EXHAUSTED' END "
+        "FROM generate_series(1, 2150) g JOIN growth_shapes AS sh ON sh.k = g % 1009 CROSS JOIN LATERAL (SELECT CASE WHEN g <= 2000 THEN 'PENDING' "
+        "WHEN g <= 2100 THEN 'PUBLISHING' ELSE 'DEAD' END AS s) AS st");
+    admin.exec("VACUUM ANALYZE " + table(schema, "inbox_receipts"));
+    admin.exec("VACUUM ANALYZE " + table(schema, "outbox_events"));
+  }
+  admin.checkpoint();
+}
+
+// One prepared collector query on its own connection.
+class QueryRunner {
+ public:
+  QueryRunner(const std::string& url, const char* schema, const std::string& sql)
+      : connection_(url), schema_(schema), takes_schema_(sql.find("$1") != std::string::npos) {
+    connection_.prepare("q", sql);
+    for (int i = 0; i < 3; ++i) seconds();  // warm: plan cached, pages in shared buffers
+  }
+  // One execution's wall time.
+  double seconds() {
+    const auto start = Clock::now();
+    pqxx::nontransaction n(connection_);
+    if (takes_schema_)
+      n.exec_prepared("q", schema_);
+    else
+      n.exec_prepared("q");
+    return since(start);
+  }
+
+ private:
+  pqxx::connection connection_;
+  std::string schema_;
+  bool takes_schema_;
+};
+
+// A collector query on both schemas: kQueryRuns executions each, alternating, so both
+// sides see the same moments of a shared machine; each side's median execution time,
+// reported as executions/s so that higher is better like every other case.
+CaseResult measure_query(const std::string& url, const std::string& name, const std::string& empty_sql,
+                         const std::string& loaded_sql, const std::string& detail) {
+  QueryRunner empty(url, kEmpty, empty_sql);
+  QueryRunner loaded(url, kLoaded, loaded_sql);
+  std::vector<double> empty_s, loaded_s;
+  for (int i = 0; i < kQueryRuns; ++i) {
+    empty_s.push_back(empty.seconds());
+    loaded_s.push_back(loaded.seconds());
+  }
+  const double e = boxcar::bench::median(empty_s), l = boxcar::bench::median(loaded_s);
+  std::cout << "  growth_collector_" << name << ": median of " << kQueryRuns << " executions: empty "
+            << fixed(e * 1000, 3) << " ms, loaded " << fixed(l * 1000, 3) << " ms, ratio " << fixed(e / l, 2)
+            << std::endl;
+  return {.name = "growth_collector_" + name, .detail = detail, .baseline = {1 / e}, .boxcar = {1 / l}};
+}
+
+// ---- one stage -------------------------------------------------------------------------
+
+std::vector<CaseResult> measure_stage(const std::string& url, const std::string& bootstrap, long long rows,
+                                      const boxcar::bench::Options& options, int messages, int events) {
+  const int rounds = options.rounds;
+  const std::string at = " at " + std::to_string(rows) + " rows";
+  std::vector<CaseResult> results;
+  Admin admin(url);
+  // Only the retained rows stay in the loaded schema: the last stage's backlog goes.
+  admin.exec("DELETE FROM " + table(kLoaded, "inbox_receipts") + " WHERE status <> 'COMPLETED'");
+  admin.exec("DELETE FROM " + table(kLoaded, "outbox_events") + " WHERE status <> 'PUBLISHED'");
+
+  {
+    AcceptSide empty{boxcar::ConnectionPool::create({.url = url, .size = kAcceptThreads}), nullptr};
+    empty.inbox =
+        std::make_unique<boxcar::Inbox>(empty.pool, boxcar::InboxOptions{.schema = kEmpty, .consumers = {kConsumer}});
+    AcceptSide loaded{boxcar::ConnectionPool::create({.url = url, .size = kAcceptThreads}), nullptr};
+    loaded.inbox =
+        std::make_unique<boxcar::Inbox>(loaded.pool, boxcar::InboxOptions{.schema = kLoaded, .consumers = {kConsumer}});
+    accept_for(empty, 0.5);  // warm-up: every connection opened, statements prepared
+    accept_for(loaded, 0.5);
+    results.push_back(boxcar::bench::compare(
+        "growth_accept", "accept() 16 threads, msg/s, loaded vs empty" + at, rounds, [&] { reset_accept(admin); },
+        [&] { return accept_for(empty, options.seconds); }, [&] { return accept_for(loaded, options.seconds); },
+        std::cout));
+    reset_accept(admin);
+  }
+
+  results.push_back(boxcar::bench::compare(
+      "growth_batched_t16", "drain, batch 32, 16 threads, msg/s, loaded vs empty" + at, rounds,
+      [&] { load_backlog(url, messages); }, [&] { return drain(url, kEmpty, messages); },
+      [&] { return drain(url, kLoaded, messages); }, std::cout));
+
+  results.push_back(boxcar::bench::compare(
+      "growth_publisher", "publisher batch 1000, events/s, loaded vs empty" + at, rounds, [] {},
+      [&] { return publish(url, bootstrap, kEmpty, events); }, [&] { return publish(url, bootstrap, kLoaded, events); },
+      std::cout));
+
+  load_collector_backlog(url);
+  const auto empty_queries = boxcar::BacklogCollector::queries(kEmpty);
+  const auto loaded_queries = boxcar::BacklogCollector::queries(kLoaded);
+  for (std::size_t i = 0; i < empty_queries.size(); ++i)
+    results.push_back(measure_query(url, empty_queries[i].name, empty_queries[i].sql, loaded_queries[i].sql,
+                                    "executions/s (= empty time / loaded time)" + at));
+  return results;
+}
+
+std::vector<long long> parse_rows(const std::string& text) {
+  std::vector<long long> out;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    std::size_t used = 0;
+    long long value = -1;
+    try {
+      value = std::stoll(part, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != part.size() || value < 1 || (!out.empty() && value <= out.back()))
+      throw boxcar::bench::UsageError("--rows needs increasing positive sizes, e.g. 200000,2000000; got '" + text +
+                                      "'");
+    out.push_back(value);
+  }
+  if (out.empty()) throw boxcar::bench::UsageError("--rows needs at least one size");
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::string rows_text = "200000,2000000";
+    int messages = 20000;
+    int events = 50000;
+    std::vector<char*> rest{argv[0]};
+    for (int i = 1; i < argc; ++i) {
+      const std::string flag = argv[i];
+      if (flag == "--rows" && i + 1 < argc)
+        rows_text = argv[++i];
+      else if (flag == "--messages" && i + 1 < argc)
+        messages = std::stoi(argv[++i]);
+      else if (flag == "--events" && i + 1 < argc)
+        events = std::stoi(argv[++i]);
+      else
+        rest.push_back(argv[i]);
+    }
+    const auto stages = parse_rows(rows_text);
+    spdlog::set_level(spdlog::level::warn);  // the workers' start/stop lines would bury the rounds
+    auto options = boxcar::bench::parse_options(static_cast<int>(rest.size()), rest.data());
+    const std::string& url = options.database_url;
+    const auto run_start = Clock::now();
+
+    for (const char* schema : {kEmpty, kLoaded}) {
+      Admin(url).exec(std::string("DROP SCHEMA IF EXISTS ") + schema + " CASCADE");
+      boxcar::migrate(url, {.schema = schema});
+      Admin(url).exec("CREATE TABLE " + table(schema, "app_rows") +
+                      " (message_id text NOT NULL, attempt int NOT NULL)");
+    }
+
+    char error[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "log_level", "0", error, sizeof error);
+    rd_kafka_conf_set(conf, "socket.nagle.disable", "true", error, sizeof error);
+    rd_kafka_t* mock_handle = rd_kafka_new(RD_KAFKA_PRODUCER, conf, error, sizeof error);
+    rd_kafka_mock_cluster_t* cluster = rd_kafka_mock_cluster_new(mock_handle, 3);
+    rd_kafka_mock_topic_create(cluster, kTopic, 4, 3);
+    const std::string bootstrap = rd_kafka_mock_cluster_bootstraps(cluster);
+
+    std::cout << "bench_growth: retained rows per table at each stage: " << rows_text << "; " << options.rounds
+              << " interleaved rounds per case (empty schema, then loaded), medians; accept " << options.seconds
+              << " s per measurement, drain " << messages << " messages, publish " << events << " events" << std::endl;
+    std::vector<CaseResult> last;
+    long long loaded_rows = 0;
+    for (const long long rows : stages) {
+      std::cout << "\nstage " << rows << " retained rows per table: " << std::flush;
+      std::cout << grow(url, loaded_rows, rows, stages.back()) << std::endl;
+      loaded_rows = rows;
+      std::cout << "  " << sizes(url) << std::endl;
+      last = measure_stage(url, bootstrap, rows, options, messages, events);
+      std::cout << "\n";
+      boxcar::bench::print_table(std::cout, last);
+      std::cout << "  (stage done " << fixed(since(run_start), 0) << " s after start)" << std::endl;
+    }
+    std::cout << "\n";
+    for (const auto& r : last) boxcar::bench::print_ratio_line(std::cout, r, kTarget);
+    rd_kafka_mock_cluster_destroy(cluster);
+    rd_kafka_destroy(mock_handle);
+    return 0;
+  } catch (const boxcar::bench::UsageError& e) {
+    std::cerr << e.what() << "\n"
+              << boxcar::bench::usage(argv[0]) << " [--rows N[,N2...]] [--messages M] [--events E]\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_growth failed: " << e.what() << "\n";
+    return 1;
+  }
+}
