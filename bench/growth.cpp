@@ -4,9 +4,11 @@
 // PUBLISHED outbox events ("loaded"). Every case measures both, interleaved round by
 // round, so the ratio loaded/empty is a same-run figure.
 //
-//   scripts/bench growth [--rows N[,N2...]] [--messages M] [--events E] [--rounds R] [--seconds S]
+//   scripts/bench growth [--rows N | --rows A,B,...] [--messages M] [--events E] [--rounds R (at most 3 used)]
+//                        [--seconds S]
 //
-// --rows takes cumulative sizes: the loaded schema is filled up to each size in turn
+// --rows N (default kDefaultRows) measures at N/10 and at N; --rows A,B,... at each of the
+// given cumulative sizes. The loaded schema is filled up to each size in turn
 // (INSERT ... SELECT FROM generate_series, then VACUUM ANALYZE as autovacuum would) and
 // every case is measured at each size; the slope is read from the stages, the ratio
 // lines are those of the largest. Retained rows have realistic shapes: 8 consumers, 3
@@ -71,6 +73,9 @@ constexpr std::size_t kClaim = 32;
 constexpr std::size_t kPublisherBatch = 1000;
 constexpr int kQueryRuns = 301;
 constexpr double kTarget = 0.90;
+// The largest size whose run fits in 15 minutes on the 2-core machine of docs/benchmarks.md
+// (loading dominates: see the load rates there).
+constexpr long long kDefaultRows = 3'000'000;
 
 double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -460,7 +465,7 @@ CaseResult measure_query(const std::string& url, const std::string& name, const 
 
 std::vector<CaseResult> measure_stage(const std::string& url, const std::string& bootstrap, long long rows,
                                       const boxcar::bench::Options& options, int messages, int events) {
-  const int rounds = options.rounds;
+  const int rounds = std::min(options.rounds, 3);
   const std::string at = " at " + std::to_string(rows) + " rows";
   std::vector<CaseResult> results;
   Admin admin(url);
@@ -468,6 +473,18 @@ std::vector<CaseResult> measure_stage(const std::string& url, const std::string&
   admin.exec("DELETE FROM " + table(kLoaded, "inbox_receipts") + " WHERE status <> 'COMPLETED'");
   admin.exec("DELETE FROM " + table(kLoaded, "outbox_events") + " WHERE status <> 'PUBLISHED'");
 
+  // The collector's queries over a fresh backlog, appended after the retained rows as an
+  // incident's backlog piles up; then again after the churn of the cases above
+  // (informational, no ratio line: see docs/benchmarks.md, "Heap locality").
+  const auto collector = [&](const std::string& prefix) {
+    load_collector_backlog(url);
+    const auto empty_queries = boxcar::BacklogCollector::queries(kEmpty);
+    const auto loaded_queries = boxcar::BacklogCollector::queries(kLoaded);
+    for (std::size_t i = 0; i < empty_queries.size(); ++i)
+      results.push_back(measure_query(url, prefix + empty_queries[i].name, empty_queries[i].sql, loaded_queries[i].sql,
+                                      "executions/s (= empty time / loaded time)" + at));
+  };
+  collector("");
   {
     AcceptSide empty{boxcar::ConnectionPool::create({.url = url, .size = kAcceptThreads}), nullptr};
     empty.inbox =
@@ -494,12 +511,7 @@ std::vector<CaseResult> measure_stage(const std::string& url, const std::string&
       [&] { return publish(url, bootstrap, kEmpty, events); }, [&] { return publish(url, bootstrap, kLoaded, events); },
       std::cout));
 
-  load_collector_backlog(url);
-  const auto empty_queries = boxcar::BacklogCollector::queries(kEmpty);
-  const auto loaded_queries = boxcar::BacklogCollector::queries(kLoaded);
-  for (std::size_t i = 0; i < empty_queries.size(); ++i)
-    results.push_back(measure_query(url, empty_queries[i].name, empty_queries[i].sql, loaded_queries[i].sql,
-                                    "executions/s (= empty time / loaded time)" + at));
+  collector("after_churn_");
   return results;
 }
 
@@ -520,6 +532,8 @@ std::vector<long long> parse_rows(const std::string& text) {
     out.push_back(value);
   }
   if (out.empty()) throw boxcar::bench::UsageError("--rows needs at least one size");
+  // One size N: measure at N/10 too, for the slope.
+  if (out.size() == 1 && out[0] >= 10) out.insert(out.begin(), out[0] / 10);
   return out;
 }
 
@@ -527,7 +541,7 @@ std::vector<long long> parse_rows(const std::string& text) {
 
 int main(int argc, char** argv) {
   try {
-    std::string rows_text = "200000,2000000";
+    std::string rows_text = std::to_string(kDefaultRows);
     int messages = 20000;
     int events = 50000;
     std::vector<char*> rest{argv[0]};
@@ -564,7 +578,8 @@ int main(int argc, char** argv) {
     rd_kafka_mock_topic_create(cluster, kTopic, 4, 3);
     const std::string bootstrap = rd_kafka_mock_cluster_bootstraps(cluster);
 
-    std::cout << "bench_growth: retained rows per table at each stage: " << rows_text << "; " << options.rounds
+    std::cout << "bench_growth: retained rows per table at each stage: " << rows_text << "; "
+              << std::min(options.rounds, 3)
               << " interleaved rounds per case (empty schema, then loaded), medians; accept " << options.seconds
               << " s per measurement, drain " << messages << " messages, publish " << events << " events" << std::endl;
     std::vector<CaseResult> last;
@@ -580,7 +595,8 @@ int main(int argc, char** argv) {
       std::cout << "  (stage done " << fixed(since(run_start), 0) << " s after start)" << std::endl;
     }
     std::cout << "\n";
-    for (const auto& r : last) boxcar::bench::print_ratio_line(std::cout, r, kTarget);
+    for (const auto& r : last)
+      if (r.name.find("after_churn") == std::string::npos) boxcar::bench::print_ratio_line(std::cout, r, kTarget);
     rd_kafka_mock_cluster_destroy(cluster);
     rd_kafka_destroy(mock_handle);
     return 0;
