@@ -336,7 +336,10 @@ Measurement drain(const std::string& url, const char* schema, int count) {
 void load_events(const std::string& url, const char* schema, int count) {
   Admin admin(url);
   admin.exec(kShapes);
-  if (std::string(schema) == kEmpty) admin.exec("TRUNCATE " + table(schema, "outbox_events"));
+  if (std::string(schema) == kEmpty)
+    admin.exec("TRUNCATE " + table(schema, "outbox_events"));
+  else
+    admin.exec("DELETE FROM " + table(schema, "outbox_events") + " WHERE status <> 'PUBLISHED'");
   admin.exec("INSERT INTO " + table(schema, "outbox_events") +
              " (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, "
              "causation_id, payload, available_at) SELECT gen_random_uuid(), 'order.projected', 1, '" +
@@ -443,8 +446,10 @@ class QueryRunner {
 };
 
 // A collector query on both schemas: kQueryRuns executions each, alternating, so both
-// sides see the same moments of a shared machine; each side's median execution time,
-// reported as executions/s so that higher is better like every other case.
+// sides see the same moments of a shared machine. The ratio compares each side's fastest
+// execution: on 2 cores shared with other work, a sub-millisecond query's median carries
+// more scheduling noise than query cost (medians are printed too). Reported as
+// executions/s so that higher is better like every other case.
 CaseResult measure_query(const std::string& url, const std::string& name, const std::string& empty_sql,
                          const std::string& loaded_sql, const std::string& detail) {
   QueryRunner empty(url, kEmpty, empty_sql);
@@ -454,10 +459,12 @@ CaseResult measure_query(const std::string& url, const std::string& name, const 
     empty_s.push_back(empty.seconds());
     loaded_s.push_back(loaded.seconds());
   }
-  const double e = boxcar::bench::median(empty_s), l = boxcar::bench::median(loaded_s);
-  std::cout << "  growth_collector_" << name << ": median of " << kQueryRuns << " executions: empty "
-            << fixed(e * 1000, 3) << " ms, loaded " << fixed(l * 1000, 3) << " ms, ratio " << fixed(e / l, 2)
-            << std::endl;
+  const double e = *std::min_element(empty_s.begin(), empty_s.end());
+  const double l = *std::min_element(loaded_s.begin(), loaded_s.end());
+  std::cout << "  growth_collector_" << name << ": " << kQueryRuns << " executions each: fastest empty "
+            << fixed(e * 1000, 3) << " ms, loaded " << fixed(l * 1000, 3) << " ms (ratio " << fixed(e / l, 2)
+            << "); medians " << fixed(boxcar::bench::median(empty_s) * 1000, 3) << " / "
+            << fixed(boxcar::bench::median(loaded_s) * 1000, 3) << " ms" << std::endl;
   return {.name = "growth_collector_" + name, .detail = detail, .baseline = {1 / e}, .boxcar = {1 / l}};
 }
 
@@ -482,7 +489,7 @@ std::vector<CaseResult> measure_stage(const std::string& url, const std::string&
     const auto loaded_queries = boxcar::BacklogCollector::queries(kLoaded);
     for (std::size_t i = 0; i < empty_queries.size(); ++i)
       results.push_back(measure_query(url, prefix + empty_queries[i].name, empty_queries[i].sql, loaded_queries[i].sql,
-                                      "executions/s (= empty time / loaded time)" + at));
+                                      "1/fastest execution (= empty time / loaded time)" + at));
   };
   collector("");
   {
