@@ -23,8 +23,14 @@
 //                        batched case);
 //   growth_publisher     a Publisher (batch 1000) drains E due events to the librdkafka mock
 //                        cluster (bench/publisher.cpp's setup);
+//   growth_idle_claim    the worker's claim with nothing due, right after the drains: it reads
+//                        the dead claimable entries vacuum has left (informational);
 //   growth_collector_*   each query of BacklogCollector::queries(schema), over the same small
-//                        backlog in both schemas (executions/s, i.e. empty_time/loaded_time).
+//                        backlog in both schemas (1/fastest execution, i.e. empty_time/loaded_time),
+//                        first on a fresh backlog, then again after the churn (after_churn_*,
+//                        no ratio line).
+// Between measurements both schemas lose what they do not retain the same way (DELETE,
+// VACUUM): everything in the empty one, the open backlog in the loaded one.
 // The last lines are `ratio CASE VALUE TARGET` (docs/benchmarks.md).
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -461,8 +467,8 @@ CaseResult measure_query(const std::string& url, const std::string& name, const 
   QueryRunner loaded(url, kLoaded, loaded_sql);
   std::vector<double> empty_s, loaded_s;
   for (int i = 0; i < kQueryRuns; ++i) {
-    // Each side goes first every other time: the second of a pair runs while the first's
-    // backend is still finishing, a bias of up to 2x on a busy 2-core machine.
+    // Each side goes first every other time, so neither always runs while the other's
+    // backend is still finishing its statement.
     if (i % 2) {
       empty_s.push_back(empty.seconds());
       loaded_s.push_back(loaded.seconds());
