@@ -281,6 +281,7 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
         std::size_t found = 0;
         for (const auto& row : tx.exec_prepared(queries_->insert_many_name, queries_->insert_many, c[0], c[1], c[2],
                                                 c[3], c[4], c[5], c[6], c[7], c[8], c[9])) {
+          if (row["id"].is_null()) continue;  // not visible to the statement's snapshot
           const std::size_t i = slice.leaders.at(row["n"].as<std::size_t>() - 1);
           const bool inserted = row["inserted"].as<bool>();
           stored[i] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),

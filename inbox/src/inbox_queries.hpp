@@ -35,16 +35,15 @@ WHERE consumer = $1
 // ROWS FROM of qualified one-array unnests is what it expands to.)
 //
 // accept_many: one statement per slice of the batch that inserts every new identity and
-// returns, for each array position n (1-based, the batch's order), either the inserted row
-// or the stored row that made the insert do nothing. $1..$10 are one array per column
+// returns one row per array position n (1-based, the batch's order): the inserted row
+// (inserted true), or the stored row that made the insert do nothing (with its
+// fingerprint), or a NULL id when this statement cannot see that row. $1..$10 are one array per column
 // (scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, payload,
 // metadata, fingerprint), positions sorted by identity: the insert takes them in position
 // order, so concurrent batches lock identities in one order and cannot deadlock.
 // The stored rows come from this statement's snapshot: a row committed by a concurrent
-// inserter after it began is invisible here (its position comes back with no row), and
+// inserter after it began is invisible here (its position comes back with a NULL id), and
 // accept_many looks those up with kLookupMany, a separate statement (a fresh snapshot).
-// The lookup join runs only for positions the insert did nothing for (the anti-join
-// removes the others first), so a batch of new identities pays for its insert only.
 inline constexpr const char* kInsertMany = R"sql(
 WITH batch AS MATERIALIZED (
     SELECT b.n, b.sk, b.si, b.src, b.c, b.m, b.et, b.sv, b.p, b.md, b.fp
@@ -76,18 +75,27 @@ landed AS (
      AND batch.si = inserted.scope_id
      AND batch.m = inserted.message_id
 )
-SELECT landed.n, landed.id, landed.status, NULL::text AS fingerprint, true AS inserted
-FROM landed
-UNION ALL
-SELECT batch.n, r.id, r.status, r.fingerprint, false AS inserted
+SELECT batch.n,
+       COALESCE(landed.id, stored.id) AS id,
+       COALESCE(landed.status, stored.status) AS status,
+       stored.fingerprint,
+       landed.n IS NOT NULL AS inserted
 FROM batch
-JOIN {schema}.inbox_receipts AS r
-  ON r.consumer = batch.c
- AND r.source = batch.src
- AND r.scope_kind = batch.sk
- AND r.scope_id = batch.si
- AND r.message_id = batch.m
-WHERE NOT EXISTS (SELECT 1 FROM landed WHERE landed.n = batch.n)
+LEFT JOIN landed
+  ON landed.n = batch.n
+-- OFFSET 0 keeps the subquery from being pulled up into the join: then `landed.n IS NULL`
+-- is a one-time filter and the index is probed only for positions the insert skipped.
+LEFT JOIN LATERAL (
+    SELECT r.id, r.status, r.fingerprint
+    FROM {schema}.inbox_receipts AS r
+    WHERE landed.n IS NULL
+      AND r.consumer = batch.c
+      AND r.source = batch.src
+      AND r.scope_kind = batch.sk
+      AND r.scope_id = batch.si
+      AND r.message_id = batch.m
+    OFFSET 0
+) AS stored ON true
 )sql";
 
 // accept_many: the stored rows for identities the insert did nothing for and whose row
