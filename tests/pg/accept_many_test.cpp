@@ -375,14 +375,23 @@ TEST_CASE(
 
   std::vector<AcceptRequest> batch = {item("before"), same, other, item("zafter")};
   std::vector<AcceptResult> results;
-  std::thread accepting([&] { results = inbox.accept_many(batch); });
-  REQUIRE(boxcar::testing::eventually([&] {
+  std::exception_ptr error;
+  std::thread accepting([&] {
+    try {
+      results = inbox.accept_many(batch);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  const bool waited = boxcar::testing::eventually([&] {
     return db.scalar(
                "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE wait_event_type = 'Lock' "
                "AND query LIKE '%WITH batch AS%{schema}.inbox_receipts%'") == 1;
-  }));
+  });
   tx.commit();
   accepting.join();
+  if (error) std::rethrow_exception(error);
+  REQUIRE(waited);
   REQUIRE(results.size() == 4);
   CHECK(results[0].receipt().kind == Receipt::Kind::Accepted);
   CHECK(results[1].receipt().kind == Receipt::Kind::Duplicate);
