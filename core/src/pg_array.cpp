@@ -15,11 +15,25 @@ void PgArrayBuilder::add(std::int64_t value) {
 void PgArrayBuilder::add(std::string_view value) {
   separate();
   text_ += '"';
-  for (const char c : value) {
-    if (c == '"' || c == '\\') text_ += '\\';
-    text_ += c;
+  // The text between two escapes is appended whole, not byte by byte: payloads are long.
+  while (!value.empty()) {
+    const std::size_t run = value.find_first_of("\"\\");
+    text_.append(value.substr(0, run));
+    if (run == std::string_view::npos) break;
+    text_ += '\\';
+    text_ += value[run];
+    value.remove_prefix(run + 1);
   }
   text_ += '"';
+}
+
+void PgArrayBuilder::reserve(std::size_t bytes) { text_.reserve(bytes); }
+
+std::size_t PgArrayBuilder::element_bytes(std::string_view value) {
+  std::size_t bytes = value.size() + 3;  // the quotes and one separator
+  for (const char c : value)
+    if (c == '"' || c == '\\') ++bytes;
+  return bytes;
 }
 
 std::string PgArrayBuilder::finish() && {

@@ -4,12 +4,14 @@
 #include "boxcar/inbox/inbox.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "boxcar/core/detail/database_errors.hpp"
 #include "boxcar/core/detail/async_notifier.hpp"
+#include "boxcar/core/detail/pg_array.hpp"
 #include "boxcar/core/sql_identifier.hpp"
 #include "boxcar/core/tx.hpp"
 #include "boxcar/core/detail/with_schema.hpp"
@@ -35,6 +37,69 @@ InboxConflictError conflict_error(const detail::PreparedRequest& p, std::int64_t
 // ours, or a retained row vanished between insert and lookup (purge).
 struct RetryBatch {};
 constexpr int kMaxRounds = 3;
+
+// The row an identity of the batch ended up with.
+struct Stored {
+  std::int64_t id;
+  ReceiptStatus status;
+  std::string fingerprint;
+  bool inserted;
+};
+
+using PreparedBatch = std::vector<std::optional<detail::PreparedRequest>>;
+
+// One statement's share of a batch: the input indexes of its leaders in identity order
+// (array position n is leaders[n - 1]) and their ten column arrays, kInsertMany's $1..$10.
+struct BatchSlice {
+  std::vector<std::size_t> leaders;
+  std::size_t bytes = 0;
+  std::array<std::string, 10> columns;
+
+  void build_columns(const PreparedBatch& prepared) {
+    std::array<detail::PgArrayBuilder, 10> arrays;
+    const auto text_of = [](const detail::PreparedRequest& p) {
+      return std::array<const std::string*, 10>{&p.scope_kind,    &p.scope_id,   &p.source, &p.consumer,
+                                                &p.message_id,    &p.event_type, nullptr,   &p.canonical_payload,
+                                                &p.metadata_json, &p.fingerprint};
+    };
+    // Each literal grows once: its size by the budget measure (detail::batch_item_bytes).
+    std::array<std::size_t, 10> sizes{};
+    sizes.fill(2);
+    for (const std::size_t i : leaders) {
+      const auto fields = text_of(*prepared[i]);
+      for (std::size_t c = 0; c < fields.size(); ++c)
+        sizes[c] += fields[c] ? detail::PgArrayBuilder::element_bytes(*fields[c]) : 12;
+    }
+    for (std::size_t c = 0; c < arrays.size(); ++c) arrays[c].reserve(sizes[c]);
+    for (const std::size_t i : leaders) {
+      const auto& p = *prepared[i];
+      const auto fields = text_of(p);
+      for (std::size_t c = 0; c < fields.size(); ++c) {
+        if (fields[c])
+          arrays[c].add(std::string_view(*fields[c]));
+        else
+          arrays[c].add(std::int64_t{p.schema_version});
+      }
+    }
+    for (std::size_t c = 0; c < columns.size(); ++c) columns[c] = std::move(arrays[c]).finish();
+  }
+};
+
+// kLookupMany's $1..$5: the identities of `indexes`, array position n is indexes[n - 1].
+std::array<std::string, 5> identity_columns(const std::vector<std::size_t>& indexes, const PreparedBatch& prepared) {
+  std::array<detail::PgArrayBuilder, 5> arrays;
+  for (const std::size_t i : indexes) {
+    const auto& p = *prepared[i];
+    arrays[0].add(std::string_view(p.scope_kind));
+    arrays[1].add(std::string_view(p.scope_id));
+    arrays[2].add(std::string_view(p.source));
+    arrays[3].add(std::string_view(p.consumer));
+    arrays[4].add(std::string_view(p.message_id));
+  }
+  std::array<std::string, 5> columns;
+  for (std::size_t c = 0; c < columns.size(); ++c) columns[c] = std::move(arrays[c]).finish();
+  return columns;
+}
 
 }  // namespace
 
@@ -167,7 +232,7 @@ Receipt Inbox::accept_unmetered(const AcceptRequest& request) {
 
 std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batch) {
   std::vector<std::optional<AcceptResult>> results(batch.size());
-  std::vector<std::optional<detail::PreparedRequest>> prepared(batch.size());
+  PreparedBatch prepared(batch.size());
   const detail::AcceptRules rules{.consumers = queries_->consumers,
                                   .payload_limits = options_.payload_limits,
                                   .max_statement_bytes = options_.max_statement_bytes};
@@ -194,58 +259,52 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
   // Split into statements of at most max_statement_bytes (every item fits one alone:
   // prepare_request refused the others); they run in order in one transaction, so the
   // batch stays all-or-nothing and the lock order holds across statements.
-  std::vector<std::string> statements;
-  std::vector<std::size_t> leaders_in_statement;
+  std::vector<BatchSlice> slices;
   for (const auto& [key, i] : leaders) {
-    const auto& p = *prepared[i];
-    if (statements.empty() || statements.back().size() + detail::batch_record_bytes(p) > options_.max_statement_bytes) {
-      if (!statements.empty()) statements.back() += ']';
-      statements.emplace_back("[");
-      leaders_in_statement.push_back(0);
-    }
-    std::string& records = statements.back();
-    if (records.size() > 1) records += ',';
-    detail::append_batch_record(records, i, p);
-    ++leaders_in_statement.back();
+    const std::size_t bytes = detail::batch_item_bytes(*prepared[i]);
+    if (slices.empty() || slices.back().bytes + bytes > options_.max_statement_bytes) slices.emplace_back();
+    slices.back().leaders.push_back(i);
+    slices.back().bytes += bytes;
   }
-  statements.back() += ']';
+  for (auto& slice : slices) slice.build_columns(prepared);
 
-  struct Stored {
-    std::int64_t id;
-    ReceiptStatus status;
-    std::string fingerprint;
-    bool inserted;
-  };
-  std::unordered_map<std::string, Stored> stored;  // by identity key
+  // By input index of each leader: its stored row once a statement returned it.
+  std::vector<std::optional<Stored>> stored(batch.size());
 
   for (int round = 1;; ++round) {
-    stored.clear();
+    std::fill(stored.begin(), stored.end(), std::nullopt);
     bool committing = false;
     try {
       Tx tx = pool_->begin(LoanUse::BoxcarOnly);  // only the inbox's statements
-      for (std::size_t n = 0; n < statements.size(); ++n) {
-        const std::size_t stored_before = stored.size();
-        for (const auto& row : tx.exec_prepared(queries_->insert_many_name, queries_->insert_many, statements[n])) {
-          detail::PreparedRequest key_of;
-          key_of.scope_kind = row["scope_kind"].c_str();
-          key_of.scope_id = row["scope_id"].c_str();
-          key_of.source = row["source"].c_str();
-          key_of.consumer = row["consumer"].c_str();
-          key_of.message_id = row["message_id"].c_str();
-          const std::string key = key_of.identity_key();
-          stored[key] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
-                               prepared[leaders.at(key)]->fingerprint, true};
+      for (const auto& slice : slices) {
+        const auto& c = slice.columns;
+        std::size_t found = 0;
+        for (const auto& row : tx.exec_prepared(queries_->insert_many_name, queries_->insert_many, c[0], c[1], c[2],
+                                                c[3], c[4], c[5], c[6], c[7], c[8], c[9])) {
+          if (row["id"].is_null()) continue;  // not visible to the statement's snapshot
+          const std::size_t i = slice.leaders.at(row["n"].as<std::size_t>() - 1);
+          const bool inserted = row["inserted"].as<bool>();
+          stored[i] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
+                             inserted ? prepared[i]->fingerprint : row["fingerprint"].c_str(), inserted};
+          ++found;
         }
-        if (stored.size() - stored_before < leaders_in_statement[n]) {
-          for (const auto& row : tx.exec_prepared(queries_->lookup_many_name, queries_->lookup_many, statements[n])) {
-            const auto i = row["i"].as<std::size_t>();
-            if (stored.contains(keys[i])) continue;
-            stored[keys[i]] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
-                                     row["fingerprint"].c_str(), false};
+        if (found < slice.leaders.size()) {
+          // Rows committed by a concurrent inserter after the statement began: a separate
+          // statement has a fresh snapshot and sees them.
+          std::vector<std::size_t> unseen;
+          for (const std::size_t i : slice.leaders)
+            if (!stored[i]) unseen.push_back(i);
+          const auto keys_of = identity_columns(unseen, prepared);
+          for (const auto& row : tx.exec_prepared(queries_->lookup_many_name, queries_->lookup_many, keys_of[0],
+                                                  keys_of[1], keys_of[2], keys_of[3], keys_of[4])) {
+            const std::size_t i = unseen.at(row["n"].as<std::size_t>() - 1);
+            stored[i] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
+                               row["fingerprint"].c_str(), false};
           }
+          for (const std::size_t i : unseen)
+            if (!stored[i]) throw RetryBatch{};  // purged between insert and lookup
         }
       }
-      if (stored.size() < leaders.size()) throw RetryBatch{};
       committing = true;
       tx.commit();
       break;
@@ -265,7 +324,8 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
   for (std::size_t i = 0; i < batch.size(); ++i) {
     if (results[i]) continue;
     const auto& p = *prepared[i];
-    const Stored& s = stored.at(keys[i]);
+    const std::size_t leader = leaders.at(keys[i]);
+    const Stored& s = *stored[leader];
     if (s.fingerprint != p.fingerprint) {
       try {
         throw conflict_error(p, s.id);
@@ -275,7 +335,7 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
       count(p.consumer, "conflict");
       continue;
     }
-    const bool accepted = s.inserted && leaders.at(keys[i]) == i;
+    const bool accepted = s.inserted && leader == i;
     count(p.consumer, accepted ? "accepted" : "duplicate");
     results[i].emplace(Receipt{accepted ? Receipt::Kind::Accepted : Receipt::Kind::Duplicate, s.id, s.status});
     if (accepted && notifier_ && notified.insert(p.consumer).second) notifier_->notify(p.consumer);

@@ -31,28 +31,82 @@ WHERE consumer = $1
   AND message_id = $5
 )sql";
 
-// accept_many: every new identity of the batch in one statement. $1 is a JSON array of
-// {"i","sk","si","src","c","m","et","sv","p","md","fp"} records sorted by identity; the
-// function scan yields them in array order and the insert takes them in that order, so
-// concurrent batches lock identities in one order (no ORDER BY: sorting by the input
-// position "i" would undo it).
+// (The multi-argument unnest(a, b, ...) is FROM-clause sugar that exists only unqualified;
+// ROWS FROM of qualified one-array unnests is what it expands to.)
+//
+// accept_many: one statement per slice of the batch that inserts every new identity and
+// returns one row per array position n (1-based, the batch's order): the inserted row
+// (inserted true), or the stored row that made the insert do nothing (with its
+// fingerprint), or a NULL id when this statement cannot see that row. $1..$10 are one array per column
+// (scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, payload,
+// metadata, fingerprint), positions sorted by identity: the insert takes them in position
+// order, so concurrent batches lock identities in one order and cannot deadlock.
+// The stored rows come from this statement's snapshot: a row committed by a concurrent
+// inserter after it began is invisible here (its position comes back with a NULL id), and
+// accept_many looks those up with kLookupMany, a separate statement (a fresh snapshot).
 inline constexpr const char* kInsertMany = R"sql(
-INSERT INTO {schema}.inbox_receipts
-    (scope_kind, scope_id, source, consumer, message_id,
-     event_type, schema_version, payload, metadata, fingerprint)
-SELECT b.sk, b.si, b.src, b.c, b.m, b.et, b.sv, b.p, b.md, b.fp
-FROM pg_catalog.jsonb_to_recordset($1::jsonb)
-    AS b(i integer, sk text, si text, src text, c text, m text,
-         et text, sv integer, p jsonb, md jsonb, fp text)
-ON CONFLICT (consumer, source, scope_kind, scope_id, message_id) DO NOTHING
-RETURNING id, status, scope_kind, scope_id, source, consumer, message_id
+WITH batch AS MATERIALIZED (
+    SELECT b.n, b.sk, b.si, b.src, b.c, b.m, b.et, b.sv, b.p, b.md, b.fp
+    FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]),
+                    pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]),
+                    pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::text[]),
+                    pg_catalog.unnest($7::integer[]), pg_catalog.unnest($8::jsonb[]),
+                    pg_catalog.unnest($9::jsonb[]), pg_catalog.unnest($10::text[]))
+        WITH ORDINALITY AS b(sk, si, src, c, m, et, sv, p, md, fp, n)
+),
+inserted AS (
+    INSERT INTO {schema}.inbox_receipts
+        (scope_kind, scope_id, source, consumer, message_id,
+         event_type, schema_version, payload, metadata, fingerprint)
+    SELECT batch.sk, batch.si, batch.src, batch.c, batch.m,
+           batch.et, batch.sv, batch.p, batch.md, batch.fp
+    FROM batch
+    ORDER BY batch.n
+    ON CONFLICT (consumer, source, scope_kind, scope_id, message_id) DO NOTHING
+    RETURNING id, status, scope_kind, scope_id, source, consumer, message_id
+),
+landed AS (
+    SELECT batch.n, inserted.id, inserted.status
+    FROM inserted
+    JOIN batch
+      ON batch.c = inserted.consumer
+     AND batch.src = inserted.source
+     AND batch.sk = inserted.scope_kind
+     AND batch.si = inserted.scope_id
+     AND batch.m = inserted.message_id
+)
+SELECT batch.n,
+       COALESCE(landed.id, stored.id) AS id,
+       COALESCE(landed.status, stored.status) AS status,
+       stored.fingerprint,
+       landed.n IS NOT NULL AS inserted
+FROM batch
+LEFT JOIN landed
+  ON landed.n = batch.n
+-- OFFSET 0 keeps the subquery from being pulled up into the join: then `landed.n IS NULL`
+-- is a one-time filter and the index is probed only for positions the insert skipped.
+LEFT JOIN LATERAL (
+    SELECT r.id, r.status, r.fingerprint
+    FROM {schema}.inbox_receipts AS r
+    WHERE landed.n IS NULL
+      AND r.consumer = batch.c
+      AND r.source = batch.src
+      AND r.scope_kind = batch.sk
+      AND r.scope_id = batch.si
+      AND r.message_id = batch.m
+    OFFSET 0
+) AS stored ON true
 )sql";
 
-// accept_many: the stored rows for identities the insert did nothing for.
+// accept_many: the stored rows for identities the insert did nothing for and whose row
+// its snapshot could not see. $1..$5 are arrays of scope_kind, scope_id, source, consumer
+// and message_id; n is the 1-based array position.
 inline constexpr const char* kLookupMany = R"sql(
-SELECT b.i, r.id, r.status, r.fingerprint
-FROM pg_catalog.jsonb_to_recordset($1::jsonb)
-    AS b(i integer, sk text, si text, src text, c text, m text)
+SELECT b.n, r.id, r.status, r.fingerprint
+FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]),
+                pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]),
+                pg_catalog.unnest($5::text[]))
+    WITH ORDINALITY AS b(sk, si, src, c, m, n)
 JOIN {schema}.inbox_receipts AS r
   ON r.consumer = b.c
  AND r.source = b.src

@@ -1,6 +1,7 @@
 // Turns an AcceptRequest into validated, canonical values, or a typed error naming the field.
 #include "prepared_request.hpp"
 
+#include "boxcar/core/detail/pg_array.hpp"
 #include "boxcar/inbox/errors.hpp"
 
 namespace boxcar::detail {
@@ -26,68 +27,17 @@ std::string metadata_json(const Metadata& metadata) {
   }
 }
 
-constexpr char kHex[] = "0123456789abcdef";
-
-// One JSON string. The fields were validated as UTF-8 without U+0000, so only quotes,
-// backslashes and control characters need escaping.
-void append_json_string(std::string& out, const std::string& value) {
-  out += '"';
-  for (const char c : value) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      out += "\\u00";
-      out += kHex[u >> 4];
-      out += kHex[u & 0xf];
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
-
-// What append_json_string() appends for `value`.
-std::size_t json_string_bytes(const std::string& value) {
-  std::size_t bytes = 2;
-  for (const char c : value) {
-    const auto u = static_cast<unsigned char>(c);
-    bytes += c == '"' || c == '\\' ? 2 : u < 0x20 ? 6 : 1;
-  }
-  return bytes;
-}
-
-// The record's fixed text: member names, punctuation, a 20-digit index, a 64-digit
-// fingerprint, a 10-digit schema version, and the array's brackets and one comma.
-constexpr std::size_t kRecordFixedBytes =
-    sizeof(R"({"i":,"sk":,"si":,"src":,"c":,"m":,"et":,"sv":,"p":,"md":,"fp":""})") - 1 + 20 + 64 + 11 + 3;
+// The schema version's element (at most 10 digits and a separator) and the ten arrays'
+// braces, so that one item alone is a whole statement by this measure.
+constexpr std::size_t kItemFixedBytes = 11 + 10 * 2;
 
 }  // namespace
 
-void append_batch_record(std::string& out, std::size_t index, const PreparedRequest& p) {
-  out += "{\"i\":" + std::to_string(index) + ",\"sk\":";
-  append_json_string(out, p.scope_kind);
-  out += ",\"si\":";
-  append_json_string(out, p.scope_id);
-  out += ",\"src\":";
-  append_json_string(out, p.source);
-  out += ",\"c\":";
-  append_json_string(out, p.consumer);
-  out += ",\"m\":";
-  append_json_string(out, p.message_id);
-  out += ",\"et\":";
-  append_json_string(out, p.event_type);
-  out += ",\"sv\":" + std::to_string(p.schema_version);
-  out += ",\"p\":" + p.canonical_payload;
-  out += ",\"md\":" + p.metadata_json;
-  out += ",\"fp\":\"" + p.fingerprint + "\"}";
-}
-
-std::size_t batch_record_bytes(const PreparedRequest& p) {
-  std::size_t bytes = kRecordFixedBytes + p.canonical_payload.size() + p.metadata_json.size();
-  for (const auto* field : {&p.scope_kind, &p.scope_id, &p.source, &p.consumer, &p.message_id, &p.event_type})
-    bytes += json_string_bytes(*field);
+std::size_t batch_item_bytes(const PreparedRequest& p) {
+  std::size_t bytes = kItemFixedBytes;
+  for (const auto* field : {&p.scope_kind, &p.scope_id, &p.source, &p.consumer, &p.message_id, &p.event_type,
+                            &p.canonical_payload, &p.metadata_json, &p.fingerprint})
+    bytes += PgArrayBuilder::element_bytes(*field);
   return bytes;
 }
 
@@ -155,7 +105,7 @@ PreparedRequest prepare_request(const AcceptRequest& request, const AcceptRules&
   prepared.fingerprint = content_fingerprint(prepared.event_type, prepared.schema_version, prepared.canonical_payload);
   // A batch is split into statements of at most max_statement_bytes; an item over it
   // alone would fail the same way on every redelivery, so it is invalid, not a storage error.
-  if (const std::size_t bytes = batch_record_bytes(prepared); bytes > rules.max_statement_bytes)
+  if (const std::size_t bytes = batch_item_bytes(prepared); bytes > rules.max_statement_bytes)
     throw InboxValidationError("INBOX_ITEM_TOO_LARGE", "payload",
                                "the item is " + std::to_string(bytes) +
                                    " bytes as stored (payload, metadata and identity); the limit per statement is " +

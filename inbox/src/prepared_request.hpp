@@ -38,16 +38,15 @@ struct AcceptRules {
 };
 
 /// @throws InboxValidationError naming the offending field; INBOX_ITEM_TOO_LARGE (field
-///   "payload") when the item's batch record alone (batch_record_bytes) exceeds
+///   "payload") when the item alone (batch_item_bytes) exceeds
 ///   rules.max_statement_bytes, so it could never be stored.
 PreparedRequest prepare_request(const AcceptRequest& request, const AcceptRules& rules);
 
-/// Appends `p` as accept_many's JSON record ({"i","sk","si","src","c","m","et","sv","p",
-/// "md","fp"}, inbox_queries.hpp) with input position `index`.
-void append_batch_record(std::string& out, std::size_t index, const PreparedRequest& p);
-/// The length append_batch_record() appends for `p` at the largest possible index, plus
-/// the array brackets: an item over the statement budget by this measure never fits.
-std::size_t batch_record_bytes(const PreparedRequest& p);
+/// The bytes `p` adds to accept_many's column arrays (one array literal per column,
+/// inbox_queries.hpp kInsertMany): every field as a quoted, escaped element with its
+/// separator, plus the arrays' braces. An item over the statement budget by this measure
+/// never fits.
+std::size_t batch_item_bytes(const PreparedRequest& p);
 
 /// Checks one identity-like text field: required, at most kMaxIdentityBytes, valid UTF-8
 /// without U+0000. @throws InboxValidationError naming `field`.

@@ -66,6 +66,7 @@ TEST_CASE("the qualification check reports unqualified calls and accepts qualifi
       {"k",
        "SELECT GREATEST(1, 2), least(3, 4), NULLIF(1, 2), EXTRACT(epoch FROM pg_catalog.now()), "
        "CAST(1 AS text), 1 = ANY ($1::int[]), pg_catalog.count(*) FILTER (WHERE true) OVER (PARTITION BY 1)"},
-      {"l", "SELECT /* now() */ {schema}.failure_fingerprint('a', 'b')"}};
+      {"l", "SELECT /* now() */ {schema}.failure_fingerprint('a', 'b')"},
+      {"m", "SELECT s.x FROM {schema}.t LEFT JOIN LATERAL (SELECT 1 AS x OFFSET 0) AS s ON true"}};
   CHECK(unqualified_calls(good).empty());
 }

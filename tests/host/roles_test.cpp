@@ -242,7 +242,7 @@ TEST_CASE("the full pipeline runs with one LOGIN user per role: accept, work and
   auto publisher_pool = f.pool_for(f.names.publisher);
   auto operator_pool = f.pool_for(f.names.operator_);
 
-  // ingress: accept (and a redelivery, which looks the identity up).
+  // ingress: accept (and a redelivery, which looks the identity up), accept_many.
   Inbox inbox(ingress_pool, {.schema = f.db.schema(), .consumers = {consumer}, .notify = false});
   constexpr int kOrders = 5;
   for (int i = 1; i <= kOrders; ++i) {
@@ -255,6 +255,23 @@ TEST_CASE("the full pipeline runs with one LOGIN user per role: accept, work and
                                 .payload = {{"orderId", "o-" + std::to_string(i)}}};
     CHECK(inbox.accept(request).kind == Receipt::Kind::Accepted);
     CHECK(inbox.accept(request).kind == Receipt::Kind::Duplicate);
+  }
+  {
+    // accept_many: its one statement inserts and reads the stored rows back (duplicates and
+    // a conflict here, so the counts below stay those of the accepted orders).
+    std::vector<AcceptRequest> batch;
+    for (const int i : {1, 2, 3})
+      batch.push_back({.scope = Scope::tenant("t1"),
+                       .source = "orders-service",
+                       .consumer = consumer,
+                       .message_id = "evt-" + std::to_string(i),
+                       .event_type = "order.created",
+                       .schema_version = 1,
+                       .payload = {{"orderId", "o-" + std::to_string(i == 3 ? 99 : i)}}});
+    const auto results = inbox.accept_many(batch);
+    CHECK(results[0].receipt().kind == Receipt::Kind::Duplicate);
+    CHECK(results[1].receipt().kind == Receipt::Kind::Duplicate);
+    CHECK(results[2].error_code() == "IDENTITY_CONFLICT");
   }
   inbox.accept({.scope = Scope::tenant("t1"),
                 .source = "orders-service",

@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <thread>
 
+#include "boxcar/core/canonical_json.hpp"
 #include "boxcar/inbox/inbox.hpp"
+#include "boxcar/testing/eventually.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;
@@ -235,4 +237,205 @@ TEST_CASE("the statement budget must be positive and within the jsonb ceiling") 
       CHECK(e.key() == "inbox.max_statement_bytes");
     }
   }
+}
+
+namespace {
+
+// Every text column of the row stored for `message_id`, payload and metadata as text.
+pqxx::row stored_row(const TestDatabase& db, const std::string& message_id) {
+  pqxx::connection c(db.url());
+  pqxx::nontransaction tx(c);
+  return tx.exec_params1(db.qualified("SELECT scope_id, source, consumer, message_id, event_type, payload::text, "
+                                      "metadata::text, fingerprint FROM {schema}.inbox_receipts WHERE message_id = $1"),
+                         message_id);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "accept_many stores quotes, backslashes, braces, control characters and Unicode in every column exactly as "
+    "accept does") {
+  TestDatabase db;
+  const std::string tricky = "q\"b\\s{,}\n\t\x01 NULL €😀";
+  const std::string consumer = "orders \"v1\" \\ {x,y} ü";
+  Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {consumer}, .notify = false});
+  const auto make = [&](const std::string& id) {
+    return AcceptRequest{.scope = Scope::tenant(tricky),
+                         .source = "src " + tricky,
+                         .consumer = consumer,
+                         .message_id = id,
+                         .event_type = "type " + tricky,
+                         .schema_version = 7,
+                         .payload = {{"k\"\\{}", tricky}, {"n", {1, "NULL", nullptr, "\\\"", "𝄞"}}},
+                         .metadata = {.traceparent = tricky, .correlation_id = "c\\\"", .headers = {{"h\"", tricky}}}};
+  };
+  std::vector<AcceptRequest> batch = {make("many " + tricky), make("many \"2\"")};
+  const auto results = inbox.accept_many(batch);
+  REQUIRE(results[0].ok());
+  REQUIRE(results[1].ok());
+  CHECK(results[0].receipt().kind == Receipt::Kind::Accepted);
+  CHECK(inbox.accept(make("single " + tricky)).kind == Receipt::Kind::Accepted);
+
+  const auto many = stored_row(db, "many " + tricky);
+  const auto single = stored_row(db, "single " + tricky);
+  CHECK(many["scope_id"].as<std::string>() == tricky);
+  CHECK(many["source"].as<std::string>() == "src " + tricky);
+  CHECK(many["consumer"].as<std::string>() == consumer);
+  CHECK(many["event_type"].as<std::string>() == "type " + tricky);
+  CHECK(nlohmann::json::parse(many["payload"].as<std::string>()) == batch[0].payload);
+  for (const char* column : {"scope_id", "source", "consumer", "event_type", "payload", "metadata", "fingerprint"}) {
+    INFO(column);
+    CHECK(many[column].as<std::string>() == single[column].as<std::string>());
+  }
+  // Redelivered through either path, the identity and its content match.
+  CHECK(inbox.accept(make("many " + tricky)).kind == Receipt::Kind::Duplicate);
+  std::vector<AcceptRequest> again = {make("single " + tricky), make("many \"2\"")};
+  for (const auto& r : inbox.accept_many(again)) CHECK(r.receipt().kind == Receipt::Kind::Duplicate);
+}
+
+TEST_CASE(
+    "a 1000-item batch mixing new, stored, repeated, conflicting and invalid items gets the right result for "
+    "each") {
+  TestDatabase db;
+  Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {"orders.v1"}, .notify = false});
+  // 100 identities stored before, by an earlier batch.
+  std::vector<AcceptRequest> earlier;
+  for (int i = 0; i < 100; ++i) earlier.push_back(item("m-" + std::to_string(i * 10), 1));
+  std::vector<std::int64_t> earlier_ids;
+  for (const auto& r : inbox.accept_many(earlier)) earlier_ids.push_back(r.receipt().id);
+
+  std::vector<AcceptRequest> batch;
+  for (int i = 999; i >= 0; --i) {  // input order is the reverse of identity order
+    const std::string id = "m-" + std::to_string(i);
+    if (i % 100 == 0) {
+      batch.push_back(item(id, 2));  // stored with value 1: a conflict
+    } else if (i % 37 == 0) {
+      auto bad = item(id);
+      bad.consumer = "undeclared";
+      batch.push_back(bad);
+    } else {
+      batch.push_back(item(id, 1));
+    }
+  }
+  batch.push_back(item("m-1", 1));  // a repeat of an earlier item of this batch
+  batch.push_back(item("m-2", 5));  // a repeat with other content
+  REQUIRE(batch.size() == 1002);
+  const auto results = inbox.accept_many(batch);
+  REQUIRE(results.size() == batch.size());
+  int accepted = 0;
+  for (std::size_t k = 0; k < 1000; ++k) {
+    const int i = 999 - static_cast<int>(k);
+    INFO(batch[k].message_id);
+    if (i % 100 == 0) {
+      CHECK(results[k].error_code() == "IDENTITY_CONFLICT");
+    } else if (i % 37 == 0) {
+      CHECK(results[k].error_code() == "INBOX_UNKNOWN_CONSUMER");
+    } else if (i % 10 == 0) {
+      REQUIRE(results[k].ok());
+      CHECK(results[k].receipt().kind == Receipt::Kind::Duplicate);
+      CHECK(results[k].receipt().id == earlier_ids[static_cast<std::size_t>(i / 10)]);
+    } else {
+      REQUIRE(results[k].ok());
+      CHECK(results[k].receipt().kind == Receipt::Kind::Accepted);
+      ++accepted;
+    }
+  }
+  CHECK(results[1000].receipt().kind == Receipt::Kind::Duplicate);
+  CHECK(results[1000].receipt().id == results[998].receipt().id);  // m-1 is at input position 998
+  CHECK(results[1001].error_code() == "IDENTITY_CONFLICT");
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 100 + accepted);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE payload->>'value' <> '1'") == 0);
+}
+
+TEST_CASE(
+    "an identity committed by a concurrent transaction while accept_many waits on it is returned as that "
+    "transaction's row") {
+  TestDatabase db;
+  Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {"orders.v1"}, .notify = false});
+  const auto same = item("contended", 1);
+  const auto other = item("contended-other", 1);
+  const std::string payload = canonicalize(same.payload);
+  const std::string same_fingerprint = content_fingerprint(same.event_type, same.schema_version, payload);
+  const std::string other_fingerprint = content_fingerprint(same.event_type, same.schema_version + 1, payload);
+
+  // The other writer inserts both identities and holds its transaction open: accept_many's
+  // insert waits on them, and their rows commit after its statement's snapshot was taken.
+  pqxx::connection writer(db.url());
+  pqxx::work tx(writer);
+  const auto insert = [&](const AcceptRequest& r, const std::string& fingerprint) {
+    return tx
+        .exec_params1(db.qualified("INSERT INTO {schema}.inbox_receipts (scope_kind, scope_id, source, consumer, "
+                                   "message_id, event_type, schema_version, payload, fingerprint) "
+                                   "VALUES ('tenant', 't-1', $1, $2, $3, $4, 1, $5::jsonb, $6) RETURNING id"),
+                      r.source, r.consumer, r.message_id, r.event_type, payload, fingerprint)[0]
+        .as<std::int64_t>();
+  };
+  const std::int64_t same_id = insert(same, same_fingerprint);
+  const std::int64_t other_id = insert(other, other_fingerprint);
+
+  std::vector<AcceptRequest> batch = {item("before"), same, other, item("zafter")};
+  std::vector<AcceptResult> results;
+  std::exception_ptr error;
+  std::thread accepting([&] {
+    try {
+      results = inbox.accept_many(batch);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  const bool waited = boxcar::testing::eventually([&] {
+    return db.scalar(
+               "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE wait_event_type = 'Lock' "
+               "AND query LIKE '%WITH batch AS%{schema}.inbox_receipts%'") == 1;
+  });
+  tx.commit();
+  accepting.join();
+  if (error) std::rethrow_exception(error);
+  REQUIRE(waited);
+  REQUIRE(results.size() == 4);
+  CHECK(results[0].receipt().kind == Receipt::Kind::Accepted);
+  CHECK(results[1].receipt().kind == Receipt::Kind::Duplicate);
+  CHECK(results[1].receipt().id == same_id);
+  CHECK(results[2].error_code() == "IDENTITY_CONFLICT");
+  CHECK(results[3].receipt().kind == Receipt::Kind::Accepted);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 4);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'contended-other' AND id = " +
+                  std::to_string(other_id) + " AND schema_version = 1") == 1);
+}
+
+TEST_CASE(
+    "concurrent 1000-item batches over the same identities in different orders, split over several statements, "
+    "never deadlock and record each identity once") {
+  TestDatabase db;
+  auto pool = ConnectionPool::create({.url = db.url(), .size = 4});
+  // A few dozen items per statement: each batch runs as dozens of statements in one transaction.
+  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"orders.v1"}, .max_statement_bytes = 8192, .notify = false});
+  std::atomic<int> accepted{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  // Strides coprime with 1000: each batch is all 1000 identities, in its own order.
+  constexpr int kStride[] = {1, 3, 7, 9};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 3; ++round) {
+        std::vector<AcceptRequest> batch;
+        for (int i = 0; i < 1000; ++i)
+          batch.push_back(item("id-" + std::to_string((i * kStride[t] + 7 * round) % 1000)));
+        try {
+          for (const auto& r : inbox.accept_many(batch)) {
+            if (!r.ok())
+              ++failures;
+            else if (r.receipt().kind == Receipt::Kind::Accepted)
+              ++accepted;
+          }
+        } catch (...) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(failures == 0);
+  CHECK(accepted == 1000);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 1000);
 }

@@ -34,3 +34,19 @@ TEST_CASE("the builder takes elements one by one, of either kind") {
   array.add(std::string_view("x\"y"));
   CHECK(std::move(array).finish() == R"({7,"x\"y"})");
 }
+
+TEST_CASE("escapes at the start, the end and side by side are each escaped once, the text between kept whole") {
+  CHECK(pg_array(std::vector<std::string>{"\"", "\\\\", "\"a\\b\"", "ab\"\"cd"}) ==
+        R"({"\"","\\\\","\"a\\b\"","ab\"\"cd"})");
+}
+
+TEST_CASE("element_bytes is what one more text element adds to a literal, so a byte budget is never exceeded") {
+  for (const std::string value : {"", "plain", "q\"uote", "back\\slash", "\"\\\"", "ünïcode €", "{a,b}"}) {
+    INFO(value);
+    PgArrayBuilder one;
+    one.add(std::string_view("first"));
+    PgArrayBuilder two = one;
+    two.add(std::string_view(value));
+    CHECK(std::move(two).finish().size() - std::move(one).finish().size() == PgArrayBuilder::element_bytes(value));
+  }
+}

@@ -19,6 +19,10 @@ class PgArrayBuilder {
   /// Always double-quoted, with '"' and '\' backslash-escaped, so commas, braces,
   /// blanks, empty strings and the word NULL arrive as the text they are.
   void add(std::string_view value);
+  /// Room for `bytes` of literal, to grow the text once.
+  void reserve(std::size_t bytes);
+  /// What add(value) appends at most: the escaped text, its quotes and a separator.
+  static std::size_t element_bytes(std::string_view value);
   /// The literal; the builder is spent afterwards.
   std::string finish() &&;
 
