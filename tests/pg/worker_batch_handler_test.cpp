@@ -36,9 +36,10 @@ void insert_app_rows(const std::string& table, std::span<const InboxMessage> mes
     ids.push_back(m.message_id);
     attempts.push_back(std::to_string(m.attempt));
   }
-  context.tx.exec("INSERT INTO " + table +
-                      " (message_id, attempt) SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::int[]))",
-                  detail::pg_array(ids), detail::pg_array(attempts));
+  context.tx.exec(
+      "INSERT INTO " + table +
+          " (message_id, attempt) SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::int[]))",
+      detail::pg_array(ids), detail::pg_array(attempts));
 }
 
 BatchOutcomes all_completed(std::span<const InboxMessage> messages) {
@@ -116,7 +117,8 @@ TEST_CASE("a batch handler's completed, retry and permanent outcomes produce exa
   CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows WHERE message_id IN ('m-2', 'm-4')") == 0);
   CHECK(db.scalar("SELECT attempt FROM {schema}.app_rows WHERE message_id = 'm-1'") == 2);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.outbox_events") == 4);
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE payload::jsonb ->> 'orderId' IN ('m-2', 'm-4')") == 0);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE payload::jsonb ->> 'orderId' IN ('m-2', 'm-4')") ==
+        0);
   CHECK(emitted_total(*metrics) == 4);
   const auto stats = worker.stats();
   CHECK(stats.completed == 4);
@@ -200,8 +202,7 @@ TEST_CASE("a batch handler returning the wrong number of outcomes is treated lik
                   .batch_handler = batch_handler([&](std::span<const InboxMessage> messages, BatchContext& c) {
                     insert_app_rows(table, messages, c);
                     // Forgets the last message whenever there is more than one.
-                    return BatchOutcomes(messages.size() == 1 ? 1 : messages.size() - 1,
-                                         MessageOutcome::completed());
+                    return BatchOutcomes(messages.size() == 1 ? 1 : messages.size() - 1, MessageOutcome::completed());
                   })}});
   worker.drain();
 
