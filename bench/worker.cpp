@@ -16,6 +16,7 @@
 //   batch_handler_t16  Worker{batch_size = 32} with an InboxBatchHandler writing the 32 app
 //                   rows in one unnest insert vs (c): claim 32, then one transaction with
 //                   that unnest insert and one UPDATE completing the 32.
+//   batch_handler_noreset_t16  (only when named) the same without the pool's session reset.
 //   session_reset_t16  per_message_t16 with the pool's session reset (the default) vs the
 //                   same Worker with PoolOptions::reset_sessions = false: the reset's cost.
 // --case NAME (repeatable) runs only the named cases (and skips the latency run unless
@@ -386,6 +387,16 @@ int main(int argc, char** argv) {
           [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true, Raw::Unnest); },
           [&] {
             return drain_boxcar(url, 16, kClaim, messages, boxcar::WorkerOptions{}.batch_failure_mode, true, true);
+          },
+          std::cout));
+    // Diagnostic, only when named: batch_handler_t16 without the pool's session reset, to
+    // show what that round trip costs a batch (docs/benchmarks.md, issue 13).
+    if (std::find(only.begin(), only.end(), "batch_handler_noreset_t16") != only.end())
+      results.push_back(boxcar::bench::compare(
+          "batch_handler_noreset_t16", "16 threads, msg/s, batch handler of 32, no session reset, vs (c)", rounds,
+          [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true, Raw::Unnest); },
+          [&] {
+            return drain_boxcar(url, 16, kClaim, messages, boxcar::WorkerOptions{}.batch_failure_mode, false, true);
           },
           std::cout));
     // What the pool's session reset costs: one more round trip per handler transaction.
