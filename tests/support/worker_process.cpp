@@ -3,7 +3,7 @@
 // whose payload has "poison": true makes the handler call abort(): the whole process dies.
 // With BOXCAR_TEST_BATCH_HANDLER=1 in its environment the consumer has a batch handler
 // instead: one unnest insert of the batch's app rows, then 20 ms of work inside
-// handle_batch(), so a kill usually lands there.
+// handle_batch(), so a kill usually lands there; a poison message in the batch aborts it.
 //
 //   boxcar_test_worker URL SCHEMA BATCH_SIZE [MAX_ATTEMPTS]
 #include <sys/resource.h>
@@ -39,6 +39,7 @@ class AppRowsWriter final : public boxcar::InboxBatchHandler {
                                      boxcar::BatchContext& context) override {
     std::string ids = "{", attempts = "{";
     for (const auto& m : messages) {
+      if (m.payload.value("poison", false)) std::abort();
       if (ids.size() > 1) ids += ',', attempts += ',';
       ids += '"' + m.message_id + '"';  // m-<n>: nothing to escape
       attempts += std::to_string(m.attempt);
