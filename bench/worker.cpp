@@ -13,6 +13,10 @@
 //                   LOCKED, then one transaction with 32 app-row INSERTs and one UPDATE
 //                   completing the 32.
 //   batched_savepoint_t16  the same in Savepoint mode.
+//   batch_handler_t16  Worker{batch_size = 32} with an InboxBatchHandler writing the 32 app
+//                   rows in one unnest insert vs (c): claim 32, then one transaction with
+//                   that unnest insert and one UPDATE completing the 32.
+//   batch_handler_noreset_t16  (only when named) the same without the pool's session reset.
 //   session_reset_t16  per_message_t16 with the pool's session reset (the default) vs the
 //                   same Worker with PoolOptions::reset_sessions = false: the reset's cost.
 // --case NAME (repeatable) runs only the named cases (and skips the latency run unless
@@ -24,6 +28,7 @@
 #include <iomanip>
 #include <iostream>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -50,6 +55,7 @@ constexpr std::size_t kClaim = 32;
 constexpr double kTargetPerMessage = 0.80;
 constexpr double kTargetBatched = 0.70;
 constexpr double kTargetSessionReset = 0.90;
+constexpr double kTargetBatchHandler = 0.90;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -100,23 +106,63 @@ class InsertRow final : public boxcar::InboxHandler {
   }
 };
 
+// A PostgreSQL array literal of `items`, each quoted: one parameter for an unnest insert.
+std::string text_array(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (const auto& item : items) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (const char c : item) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+std::string unnest_insert(const std::string& schema) {
+  return "INSERT INTO " + schema +
+         ".app_rows (message_id, attempt) SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::int[]))";
+}
+
+// batch_handler_t16: the whole batch's application rows in one unnest insert.
+class InsertRows final : public boxcar::InboxBatchHandler {
+ public:
+  boxcar::BatchOutcomes handle_batch(std::span<const boxcar::InboxMessage> messages,
+                                     boxcar::BatchContext& context) override {
+    std::vector<std::string> ids, attempts;
+    for (const auto& m : messages) {
+      ids.push_back(m.message_id);
+      attempts.push_back(std::to_string(m.attempt));
+    }
+    context.tx.exec_prepared("bench.app_rows_unnest", unnest_insert(kBoxcarSchema), text_array(ids),
+                             text_array(attempts));
+    return boxcar::BatchOutcomes(messages.size(), boxcar::MessageOutcome::completed());
+  }
+};
+
 Measurement drain_boxcar(const std::string& url, int threads, std::size_t batch_size, int count,
                          boxcar::BatchFailureMode mode = boxcar::WorkerOptions{}.batch_failure_mode,
-                         bool reset_sessions = true) {
+                         bool reset_sessions = true, bool batch_handler = false) {
   auto pool = boxcar::ConnectionPool::create(
       {.url = url, .size = static_cast<std::size_t>(threads) + 2, .reset_sessions = reset_sessions});
-  boxcar::Worker worker(
-      pool,
-      {.schema = kBoxcarSchema,
-       .consumers = {kConsumer},
-       .concurrency = static_cast<std::size_t>(threads),
-       .batch_size = batch_size,
-       .batch_failure_mode = mode,
-       .claim_limit = kClaim,
-       .lease = 60s,
-       .handler_timeout = 30s,
-       .poll_interval = 50ms},
-      {{.consumer = kConsumer, .supports = {{"order.created", 1}}, .handler = std::make_shared<InsertRow>()}});
+  boxcar::Worker worker(pool,
+                        {.schema = kBoxcarSchema,
+                         .consumers = {kConsumer},
+                         .concurrency = static_cast<std::size_t>(threads),
+                         .batch_size = batch_size,
+                         .batch_failure_mode = mode,
+                         .claim_limit = kClaim,
+                         .lease = 60s,
+                         .handler_timeout = 30s,
+                         .poll_interval = 50ms},
+                        {batch_handler ? boxcar::HandlerRegistration{.consumer = kConsumer,
+                                                                     .supports = {{"order.created", 1}},
+                                                                     .batch_handler = std::make_shared<InsertRows>()}
+                                       : boxcar::HandlerRegistration{.consumer = kConsumer,
+                                                                     .supports = {{"order.created", 1}},
+                                                                     .handler = std::make_shared<InsertRow>()}});
   const auto start = Clock::now();
   worker.start();
   while (worker.stats().completed < static_cast<std::uint64_t>(count)) std::this_thread::sleep_for(1ms);
@@ -142,7 +188,10 @@ FROM due WHERE r.id = due.id
 RETURNING r.id, r.claim_token::text, r.message_id, r.attempts
 )sql";
 
-Measurement drain_raw(const std::string& url, int threads, bool batched) {
+// (a) per message, (b) batched with one INSERT per row, (c) batched with one unnest insert.
+enum class Raw { PerMessage, Batched, Unnest };
+
+Measurement drain_raw(const std::string& url, int threads, bool batched, Raw shape = Raw::Batched) {
   std::atomic<std::uint64_t> done{0};
   std::atomic<bool> failed{false};
   std::exception_ptr error;
@@ -159,6 +208,7 @@ Measurement drain_raw(const std::string& url, int threads, bool batched) {
                               ".inbox_receipts WHERE id = $1 AND claim_token = $2::uuid "
                               "FOR NO KEY UPDATE");
         c.prepare("app", "INSERT INTO " + raw + ".app_rows (message_id, attempt) VALUES ($1, $2)");
+        c.prepare("app_unnest", unnest_insert(raw));
         c.prepare("complete", "UPDATE " + raw +
                                   ".inbox_receipts SET status = 'COMPLETED', claim_token = NULL, "
                                   "lease_expires_at = NULL, finished_attempts = finished_attempts + 1, "
@@ -185,6 +235,20 @@ Measurement drain_raw(const std::string& url, int threads, bool batched) {
               w.exec_prepared("complete", row[0].as<long long>(), row[1].c_str());
               w.commit();
             }
+          } else if (shape == Raw::Unnest) {
+            pqxx::work w(c);
+            std::vector<std::string> message_ids, attempts;
+            std::string ids = "{", tokens = "{";
+            for (const auto& row : claimed) {
+              message_ids.emplace_back(row[2].c_str());
+              attempts.emplace_back(row[3].c_str());
+              if (ids.size() > 1) ids += ',', tokens += ',';
+              ids += row[0].c_str();
+              tokens += row[1].c_str();
+            }
+            w.exec_prepared("app_unnest", text_array(message_ids), text_array(attempts));
+            w.exec_prepared("complete_many", ids + "}", tokens + "}");
+            w.commit();
           } else {
             pqxx::work w(c);
             std::string ids = "{", tokens = "{";
@@ -315,6 +379,26 @@ int main(int argc, char** argv) {
           "batched_savepoint_t16", "16 threads, msg/s, batch 32 (Savepoint mode) vs (b)", rounds,
           [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true); },
           [&] { return drain_boxcar(url, 16, kClaim, messages, boxcar::BatchFailureMode::Savepoint); }, std::cout));
+    // Batch handlers against the physical bound: claim 32, one unnest insert, one bulk
+    // complete, commit (c).
+    if (wanted("batch_handler_t16"))
+      results.push_back(boxcar::bench::compare(
+          "batch_handler_t16", "16 threads, msg/s, batch handler of 32 (one unnest insert) vs (c)", rounds,
+          [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true, Raw::Unnest); },
+          [&] {
+            return drain_boxcar(url, 16, kClaim, messages, boxcar::WorkerOptions{}.batch_failure_mode, true, true);
+          },
+          std::cout));
+    // Diagnostic, only when named: batch_handler_t16 without the pool's session reset, to
+    // show what that round trip costs a batch (docs/benchmarks.md, issue 13).
+    if (std::find(only.begin(), only.end(), "batch_handler_noreset_t16") != only.end())
+      results.push_back(boxcar::bench::compare(
+          "batch_handler_noreset_t16", "16 threads, msg/s, batch handler of 32, no session reset, vs (c)", rounds,
+          [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true, Raw::Unnest); },
+          [&] {
+            return drain_boxcar(url, 16, kClaim, messages, boxcar::WorkerOptions{}.batch_failure_mode, false, true);
+          },
+          std::cout));
     // What the pool's session reset costs: one more round trip per handler transaction.
     // Here the "baseline" is Boxcar itself with the reset turned off.
     if (wanted("session_reset_t16"))
@@ -331,6 +415,7 @@ int main(int argc, char** argv) {
       if (r.name == "per_message_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetPerMessage);
       if (r.name == "batched_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetBatched);
       if (r.name == "session_reset_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetSessionReset);
+      if (r.name == "batch_handler_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetBatchHandler);
     }
     return 0;
   } catch (const boxcar::bench::UsageError& e) {

@@ -8,6 +8,7 @@
 //   orders_demo ingress               Kafka -> inbox (accept_many per poll, dead letters
 //                                     to orders.dlq, commit after)
 //   orders_demo worker | publisher    run_cli roles: project orders, emit order.projected
+//                                     (ORDERS_BATCH_HANDLER=1: the batch handler variant)
 //   orders_demo downstream            order.projected -> a second inbox keyed by event id,
 //                                     then a replay of the topic (every record a duplicate)
 //   orders_demo status | dead | ...   the other run_cli commands
@@ -19,6 +20,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <iostream>
+#include <span>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -68,6 +70,56 @@ class OrderProjection final : public boxcar::InboxHandler {
   std::string table_;
 };
 
+// The batch variant (ORDERS_BATCH_HANDLER=1, docs/worker.md "Batch handlers"): the
+// batch's rows in one unnest insert, keyed by (tenant_id, order_id) with ON CONFLICT so a
+// re-run writes nothing twice, and one event per completed message, all in context.tx.
+class OrderProjectionBatch final : public boxcar::InboxBatchHandler {
+ public:
+  OrderProjectionBatch(boxcar::OutboxEmitter& outbox, const std::string& schema)
+      : outbox_(outbox), table_(boxcar::quote_identifier(schema) + ".order_projection") {}
+  boxcar::BatchOutcomes handle_batch(std::span<const boxcar::InboxMessage> messages,
+                                     boxcar::BatchContext& context) override {
+    std::vector<std::string> tenants, order_ids, totals;
+    for (const auto& m : messages) {
+      tenants.push_back(m.scope.id);
+      order_ids.push_back(m.payload.at("orderId").get<std::string>());
+      totals.push_back(m.payload.at("total").dump());
+    }
+    context.tx.exec("INSERT INTO " + table_ +
+                        " (tenant_id, order_id, total) "
+                        "SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), "
+                        "pg_catalog.unnest($3::numeric[])) "
+                        "ON CONFLICT DO NOTHING",
+                    array(tenants), array(order_ids), array(totals));
+    boxcar::BatchOutcomes outcomes;
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+      outbox_.emit(context.tx, OrderProjected{order_ids[i], messages[i].payload.at("total").get<double>()},
+                   {.scope = messages[i].scope, .causation_id = messages[i].message_id});
+      outcomes.push_back(boxcar::MessageOutcome::completed());
+    }
+    return outcomes;
+  }
+
+ private:
+  // A PostgreSQL array literal, every element quoted ('"' and '\' escaped).
+  static std::string array(const std::vector<std::string>& items) {
+    std::string out = "{";
+    for (const auto& item : items) {
+      if (out.size() > 1) out += ',';
+      out += '"';
+      for (const char c : item) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+      }
+      out += '"';
+    }
+    return out + "}";
+  }
+
+  boxcar::OutboxEmitter& outbox_;
+  std::string table_;
+};
+
 std::string bootstrap(const boxcar::RuntimeConfig& config) {
   const auto it = config.publisher.kafka.find("bootstrap.servers");
   if (it == config.publisher.kafka.end())
@@ -108,7 +160,7 @@ int init(const boxcar::RuntimeConfig& config) {
   boxcar::Runtime runtime(config);
   boxcar::Tx tx = runtime.pool()->begin();
   tx.exec("CREATE TABLE IF NOT EXISTS " + table +
-          " (tenant_id text NOT NULL, order_id text NOT NULL, total numeric NOT NULL)");
+          " (tenant_id text NOT NULL, order_id text NOT NULL, total numeric NOT NULL, UNIQUE (tenant_id, order_id))");
   tx.exec("ALTER TABLE " + table + " OWNER TO " + boxcar::quote_identifier(names.migrator));
   tx.exec("GRANT INSERT ON " + table + " TO " + boxcar::quote_identifier(names.worker));
   tx.commit();
@@ -198,6 +250,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   return boxcar::run_cli(argc, argv, [](boxcar::Runtime& runtime) {
+    const char* batch = std::getenv("ORDERS_BATCH_HANDLER");
+    if (batch && std::string(batch) == "1")
+      return std::vector<boxcar::HandlerRegistration>{
+          {.consumer = kProjection,
+           .supports = {{"order.created", 1}},
+           .batch_handler = std::make_shared<OrderProjectionBatch>(runtime.outbox(), runtime.config().schema)}};
     return std::vector<boxcar::HandlerRegistration>{
         {.consumer = kProjection,
          .supports = {{"order.created", 1}},

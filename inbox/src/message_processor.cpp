@@ -11,35 +11,13 @@
 #include "boxcar/core/detail/failpoint.hpp"
 #include "boxcar/core/canonical_json.hpp"
 #include "boxcar/core/logging.hpp"
+#include "handler_run.hpp"
 #include "infrastructure_failure.hpp"
 #include "tenant_setting.hpp"
 #include "worker_queries.hpp"
 
 namespace boxcar::detail {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// Thrown into the failure path when a handler returned after its deadline: whatever it
-// wrote must not commit.
-struct HandlerTimeout : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// Thrown into the failure path when a handler ended the worker's transaction with a raw
-// COMMIT, ROLLBACK or END: its writes may already be durable without the completion, and
-// a retry would repeat them, so the receipt goes DEAD for an operator to look at.
-struct HandlerEndedTransaction : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-constexpr const char* kEndedTransactionText =
-    "the handler ended the worker's transaction (a raw COMMIT, ROLLBACK or END through context.tx); "
-    "writes made before and after it may have committed without the completion, so the message is "
-    "not retried";
-constexpr const char* kEndedBatchText =
-    "a handler of its batch ended the worker's shared transaction (a raw COMMIT, ROLLBACK or END through "
-    "context.tx); this message's writes may have committed without the completion, so it is not retried";
 
 std::string demangled_type(const std::type_info& type) {
   int status = 0;
@@ -50,34 +28,6 @@ std::string demangled_type(const std::type_info& type) {
 long long remaining_ms(Clock::time_point deadline) {
   return std::max<long long>(1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
 }
-
-// While handlers run on `tx`: registered for shutdown, and watched by the deadline, which
-// fires their signal and cancels the running query. `abandoned`, when given, tells
-// afterwards whether the supervisor gave the thread up meanwhile.
-class RunningHandlers {
- public:
-  RunningHandlers(InFlightRegistry& registry, DeadlineWatchdog& watchdog, CancellationSource& source, Tx& tx,
-                  Clock::time_point deadline, bool* abandoned = nullptr)
-      : registry_(registry),
-        key_(registry.add({&source, &tx.connection(), deadline})),
-        abandoned_(abandoned),
-        armed_(watchdog, deadline, [&source, &connection = tx.connection()] {
-          source.cancel();
-          connection.cancel_query();
-        }) {}
-  ~RunningHandlers() {
-    const bool abandoned = registry_.remove(key_);
-    if (abandoned_) *abandoned_ = abandoned;
-  }
-  RunningHandlers(const RunningHandlers&) = delete;
-  RunningHandlers& operator=(const RunningHandlers&) = delete;
-
- private:
-  InFlightRegistry& registry_;
-  std::size_t key_;
-  bool* abandoned_;
-  DeadlineWatchdog::Armed armed_;
-};
 
 }  // namespace
 
@@ -118,8 +68,30 @@ MessageProcessor::MessageProcessor(std::shared_ptr<ConnectionPool> pool, Receipt
 
 void MessageProcessor::process(std::vector<ClaimedReceipt>& batch, DeadlineWatchdog& watchdog) {
   std::vector<const ClaimedReceipt*> runnable;
-  for (const auto& receipt : batch)
-    if (needs_handler(receipt)) runnable.push_back(&receipt);
+  // Batch handlers get messages of one consumer per call, and with worker.tenant_setting
+  // of one scope, so the setting holds for the whole call: grouped here, in claim order.
+  std::vector<std::vector<const ClaimedReceipt*>> handler_batches;
+  for (const auto& receipt : batch) {
+    if (!needs_handler(receipt)) continue;
+    if (!handlers_.at(receipt.consumer).batch_handler) {
+      runnable.push_back(&receipt);
+      continue;
+    }
+    const auto group = std::find_if(handler_batches.begin(), handler_batches.end(), [&](const auto& g) {
+      return g.front()->consumer == receipt.consumer &&
+             (options_.tenant_setting.empty() || g.front()->scope == receipt.scope);
+    });
+    if (group == handler_batches.end()) {
+      handler_batches.push_back({&receipt});
+    } else {
+      group->push_back(&receipt);
+    }
+  }
+  for (const auto& group : handler_batches) process_handler_batch(group, watchdog);
+  process_plain(runnable, watchdog);
+}
+
+void MessageProcessor::process_plain(std::vector<const ClaimedReceipt*>& runnable, DeadlineWatchdog& watchdog) {
   if (runnable.size() == 1 || (options_.batch_size <= 1 && !runnable.empty())) {
     for (const auto* receipt : runnable) process_one(*receipt, watchdog);
   } else if (!runnable.empty()) {

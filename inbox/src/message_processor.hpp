@@ -28,8 +28,11 @@ struct AtomicWorkerStats {
 };
 
 struct HandlerEntry {
+  /// The plain handler; for a batch consumer, its optional per-message fallback.
   std::shared_ptr<InboxHandler> handler;
   std::vector<EventVersion> supports;
+  /// Set for a batch consumer (docs/worker.md, "Batch handlers").
+  std::shared_ptr<InboxBatchHandler> batch_handler{};
   bool supports_pair(const std::string& event_type, int schema_version) const;
 };
 
@@ -54,6 +57,14 @@ class MessageProcessor {
 
  private:
   void process_one(const ClaimedReceipt& receipt, DeadlineWatchdog& watchdog);
+  /// Plain handlers: one message, or a batch through process_batch().
+  void process_plain(std::vector<const ClaimedReceipt*>& receipts, DeadlineWatchdog& watchdog);
+  /// Batch handlers (batch_handler_processor.cpp): `receipts` are of one consumer (and,
+  /// with worker.tenant_setting, one scope); one handle_batch() call in one transaction.
+  void process_handler_batch(const std::vector<const ClaimedReceipt*>& receipts, DeadlineWatchdog& watchdog);
+  /// After a batch handler threw (or ran past its deadline): each message alone, through
+  /// the fallback handler or a one-message batch, renewing the waiting leases before each.
+  void rerun_handler_batch_singly(const std::vector<const ClaimedReceipt*>& receipts, DeadlineWatchdog& watchdog);
   void process_batch(std::vector<const ClaimedReceipt*>& receipts, DeadlineWatchdog& watchdog);
   /// After a batch rolled back: each receipt in its own transaction, in order, renewing
   /// the leases of those still waiting before each.

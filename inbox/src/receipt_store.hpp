@@ -61,6 +61,10 @@ class ReceiptStore {
   /// Locks every receipt still claimed under its token; returns their ids and the
   /// database transaction id.
   LockedBatch lock_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts);
+  /// lock_many() that also sets the transaction's deadline (statement_timeout and
+  /// idle_in_transaction_session_timeout, transaction-local) in the same round trip.
+  LockedBatch lock_many_with_deadline(Tx& tx, std::span<const ClaimedReceipt* const> receipts,
+                                      long long statement_timeout_ms, long long idle_timeout_ms);
   /// Completes the receipt in `tx`, if `tx` is still the database transaction `xact_id`
   /// that locked it; returns seconds since it was accepted, or nullopt when the claim
   /// went stale or the transaction was ended (tell them apart with transaction_ended()).
@@ -91,8 +95,8 @@ class ReceiptStore {
  private:
   std::shared_ptr<ConnectionPool> pool_;
   std::string schema_;
-  std::string claim_, claim_suspect_, suspect_due_, start_solo_, release_, lock_, lock_many_, complete_, complete_many_,
-      transaction_ended_, fail_, hand_back_, renew_leases_;
+  std::string claim_, claim_suspect_, suspect_due_, start_solo_, release_, lock_, lock_many_, lock_many_with_deadline_,
+      complete_, complete_many_, transaction_ended_, fail_, hand_back_, renew_leases_;
 };
 
 }  // namespace boxcar::detail

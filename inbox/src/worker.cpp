@@ -50,15 +50,18 @@ std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& option
   const std::set<std::string> declared(options.consumers.begin(), options.consumers.end());
   std::map<std::string, detail::HandlerEntry> by_consumer;
   for (const auto& registration : handlers) {
-    if (!registration.handler)
-      throw ConfigError("handlers", "the handler registered for '" + registration.consumer + "' is null");
+    if (!registration.handler && !registration.batch_handler)
+      throw ConfigError("handlers", "the handler registered for '" + registration.consumer +
+                                        "' is null (set handler, batch_handler, or both)");
     if (!declared.contains(registration.consumer))
       throw ConfigError("handlers", "a handler is registered for consumer '" + registration.consumer +
                                         "', which the module does not declare");
     if (registration.supports.empty())
       throw ConfigError(
           "handlers", "the handler of '" + registration.consumer + "' declares no (event type, schema version) pairs");
-    if (!by_consumer.emplace(registration.consumer, detail::HandlerEntry{registration.handler, registration.supports})
+    if (!by_consumer
+             .emplace(registration.consumer,
+                      detail::HandlerEntry{registration.handler, registration.supports, registration.batch_handler})
              .second)
       throw ConfigError("handlers", "two handlers are registered for consumer '" + registration.consumer + "'");
   }

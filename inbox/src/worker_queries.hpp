@@ -182,6 +182,26 @@ ORDER BY r.id
 FOR NO KEY UPDATE OF r
 )sql";
 
+// The batch handler's lock (docs/worker.md, "Batch handlers"): kLockMany and kSetDeadline
+// in one round trip. $3 and $4 are statement_timeout and
+// idle_in_transaction_session_timeout in ms, set transaction-local as kSetDeadline does;
+// they bound the statements after this one. This one waits only for rows claimed under
+// this worker's tokens (a lock held elsewhere means a stale claim, which the supervisor's
+// deadline cancels like any statement of the batch). MATERIALIZED: evaluated once.
+inline constexpr const char* kLockManyWithDeadline = R"sql(
+WITH deadline AS MATERIALIZED (
+  SELECT pg_catalog.set_config('statement_timeout', $3::text, true) AS statement_timeout,
+         pg_catalog.set_config('idle_in_transaction_session_timeout', $4::text, true) AS idle_timeout
+)
+SELECT r.id, pg_catalog.pg_current_xact_id()::text AS xact_id, d.statement_timeout
+FROM deadline AS d
+CROSS JOIN {schema}.inbox_receipts AS r
+JOIN ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
+  ON r.id = c.id AND r.claim_token = c.token
+ORDER BY r.id
+FOR NO KEY UPDATE OF r
+)sql";
+
 // The guarded completion. $3 is the transaction id kLock returned: after a raw COMMIT
 // or ROLLBACK in the handler, libpqxx 6.4 carries on and every later statement runs in
 // its own autocommit transaction, so without that check this UPDATE would commit

@@ -22,9 +22,10 @@ namespace {
 constexpr int kNormal = 40;
 constexpr int kMaxAttempts = 3;
 
-pid_t spawn_worker(const std::string& url, const std::string& schema, int batch_size) {
+pid_t spawn_worker(const std::string& url, const std::string& schema, int batch_size, bool batch_handler) {
   const pid_t pid = fork();
   if (pid == 0) {
+    if (batch_handler) setenv("BOXCAR_TEST_BATCH_HANDLER", "1", 1);
     const std::string batch = std::to_string(batch_size);
     const std::string attempts = std::to_string(kMaxAttempts);
     execl(BOXCAR_TEST_WORKER_PATH, BOXCAR_TEST_WORKER_PATH, url.c_str(), schema.c_str(), batch.c_str(),
@@ -45,7 +46,7 @@ AcceptRequest crash_message(const std::string& id, nlohmann::json payload) {
           .payload = std::move(payload)};
 }
 
-void poison_among_normal_messages(int batch_size, int processes) {
+void poison_among_normal_messages(int batch_size, int processes, bool batch_handler = false) {
   testing::TestDatabase db;
   db.query("CREATE TABLE {schema}.app_rows (message_id text NOT NULL, attempt int NOT NULL)");
   {
@@ -67,7 +68,7 @@ void poison_among_normal_messages(int batch_size, int processes) {
   std::vector<pid_t> running;
   while (settled() < kNormal + 1 && std::chrono::steady_clock::now() < give_up) {
     while (static_cast<int>(running.size()) < processes)
-      running.push_back(spawn_worker(db.url(), db.schema(), batch_size));
+      running.push_back(spawn_worker(db.url(), db.schema(), batch_size, batch_handler));
     for (auto it = running.begin(); it != running.end();) {
       int status = 0;
       if (waitpid(*it, &status, WNOHANG) != *it) {
@@ -128,4 +129,8 @@ TEST_CASE("in batch mode, a message that aborts the worker process goes DEAD alo
 
 TEST_CASE("with two worker processes, only the message that aborts them goes DEAD and the others complete once") {
   poison_among_normal_messages(1, 2);
+}
+
+TEST_CASE("with a batch handler, a message that aborts the worker process goes DEAD alone, the others complete once") {
+  poison_among_normal_messages(8, 1, true);
 }

@@ -1,6 +1,7 @@
 // A worker process killed with SIGKILL at random moments while draining 5,000 messages,
 // then restarted until drained: every message COMPLETED, exactly one application row
-// each (the table has no unique constraint, so a double commit would show).
+// each (the table has no unique constraint, so a double commit would show). Also with a
+// batch handler (InboxBatchHandler), killed mostly inside handle_batch().
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -18,9 +19,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-pid_t spawn_worker(const std::string& url, const std::string& schema, int batch_size) {
+pid_t spawn_worker(const std::string& url, const std::string& schema, int batch_size, bool batch_handler) {
   const pid_t pid = fork();
   if (pid == 0) {
+    if (batch_handler) setenv("BOXCAR_TEST_BATCH_HANDLER", "1", 1);
     const std::string batch = std::to_string(batch_size);
     execl(BOXCAR_TEST_WORKER_PATH, BOXCAR_TEST_WORKER_PATH, url.c_str(), schema.c_str(), batch.c_str(),
           static_cast<char*>(nullptr));
@@ -36,7 +38,7 @@ int wait_exit(pid_t pid) {
   return status;
 }
 
-void crash_and_recover(int batch_size) {
+void crash_and_recover(int batch_size, bool batch_handler = false) {
   constexpr int kMessages = 5000;
   testing::TestDatabase db;
   db.query("CREATE TABLE {schema}.app_rows (message_id text NOT NULL, attempt int NOT NULL)");
@@ -67,7 +69,7 @@ void crash_and_recover(int batch_size) {
     // Kill once a random amount of further progress was made, so every kill lands while
     // claims, handlers and commits are in flight.
     const auto target = completed() + std::uniform_int_distribution<int>(50, 600)(rng);
-    const pid_t pid = spawn_worker(db.url(), db.schema(), batch_size);
+    const pid_t pid = spawn_worker(db.url(), db.schema(), batch_size, batch_handler);
     const auto give_up = std::chrono::steady_clock::now() + 20s;
     while (completed() < target && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(2ms);
     ::kill(pid, SIGKILL);
@@ -79,7 +81,7 @@ void crash_and_recover(int batch_size) {
   // The faults really hit work in progress (not a finished or idle process).
   REQUIRE(kills_mid_drain >= 3);
 
-  const pid_t pid = spawn_worker(db.url(), db.schema(), batch_size);
+  const pid_t pid = spawn_worker(db.url(), db.schema(), batch_size, batch_handler);
   const auto deadline = std::chrono::steady_clock::now() + 180s;
   while (completed() < kMessages && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(200ms);
   ::kill(pid, SIGTERM);
@@ -106,4 +108,9 @@ TEST_CASE("a worker process killed with SIGKILL while draining commits each mess
 
 TEST_CASE("a batched worker process killed with SIGKILL while draining commits each message exactly once") {
   crash_and_recover(16);
+}
+
+TEST_CASE(
+    "a worker process killed with SIGKILL inside its batch handler commits each message and each app row exactly once") {
+  crash_and_recover(16, true);
 }

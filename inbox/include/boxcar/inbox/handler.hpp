@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "boxcar/inbox/accept_request.hpp"
+#include "boxcar/inbox/batch_handler.hpp"
 #include "boxcar/core/scope.hpp"
 #include "boxcar/core/cancellation.hpp"
 #include "boxcar/core/error.hpp"
@@ -61,10 +62,14 @@ struct EventVersion {
   friend bool operator==(const EventVersion&, const EventVersion&) = default;
 };
 
+/// One consumer's handler: a plain `handler`, or a `batch_handler` (batch_handler.hpp),
+/// optionally with a per-message `handler` as its fallback, which re-runs the messages of
+/// a batch that threw one at a time (docs/worker.md, "Batch handlers").
 struct HandlerRegistration {
   std::string consumer{};
   std::vector<EventVersion> supports{};
   std::shared_ptr<InboxHandler> handler{};
+  std::shared_ptr<InboxBatchHandler> batch_handler{};
 };
 
 /// Thrown by a handler for a message that can never succeed (bad business data): the

@@ -124,8 +124,9 @@ class Worker {
   /// @throws ConfigError naming the key: "worker.consumers" for an owned consumer with no
   ///   handler (with no explicit list an enabled worker owns every declared consumer, so
   ///   each needs a handler) or not declared, and for an enabled worker that would own
-  ///   no consumer; "handlers" for two handlers of one consumer or a handler
-  ///   of an undeclared consumer, "worker.lease_ms" when the lease does not exceed the
+  ///   no consumer; "handlers" for two handlers of one consumer, a handler
+  ///   of an undeclared consumer, or a registration with neither `handler` nor
+  ///   `batch_handler`, "worker.lease_ms" when the lease does not exceed the
   ///   handler timeout by at least a second, "pool.size" when the pool has fewer than
   ///   concurrency + 1 connections, "worker.tenant_setting" for a name that is not a
   ///   custom setting (two or more identifiers joined by dots), and for zero/negative sizes.

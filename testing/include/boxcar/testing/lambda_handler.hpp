@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +34,24 @@ class LambdaHandler final : public InboxHandler {
 /// `body` as a handler to register with a Worker.
 inline std::shared_ptr<InboxHandler> handler(LambdaHandler::Body body) {
   return std::make_shared<LambdaHandler>(std::move(body));
+}
+
+/// An InboxBatchHandler whose handle_batch() calls `body` with the messages and the context.
+class LambdaBatchHandler final : public InboxBatchHandler {
+ public:
+  using Body = std::function<BatchOutcomes(std::span<const InboxMessage>, BatchContext&)>;
+  explicit LambdaBatchHandler(Body body) : body_(std::move(body)) {}
+  BatchOutcomes handle_batch(std::span<const InboxMessage> messages, BatchContext& context) override {
+    return body_(messages, context);
+  }
+
+ private:
+  Body body_;
+};
+
+/// `body` as a batch handler to register with a Worker (HandlerRegistration::batch_handler).
+inline std::shared_ptr<InboxBatchHandler> batch_handler(LambdaBatchHandler::Body body) {
+  return std::make_shared<LambdaBatchHandler>(std::move(body));
 }
 
 }  // namespace boxcar::testing

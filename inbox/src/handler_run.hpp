@@ -1,0 +1,66 @@
+// What a handler transaction shares between the plain and the batch-handler paths: the
+// failures thrown into the failure path, their texts, and RunningHandlers.
+#pragma once
+
+#include <chrono>
+#include <stdexcept>
+
+#include "boxcar/core/cancellation.hpp"
+#include "boxcar/core/tx.hpp"
+#include "deadline_watchdog.hpp"
+#include "in_flight_registry.hpp"
+
+namespace boxcar::detail {
+
+// Thrown into the failure path when a handler returned after its deadline: whatever it
+// wrote must not commit.
+struct HandlerTimeout : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Thrown into the failure path when a handler ended the worker's transaction with a raw
+// COMMIT, ROLLBACK or END: its writes may already be durable without the completion, and
+// a retry would repeat them, so the receipt goes DEAD for an operator to look at.
+struct HandlerEndedTransaction : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+inline constexpr const char* kEndedTransactionText =
+    "the handler ended the worker's transaction (a raw COMMIT, ROLLBACK or END through context.tx); "
+    "writes made before and after it may have committed without the completion, so the message is "
+    "not retried";
+inline constexpr const char* kEndedBatchText =
+    "a handler of its batch ended the worker's shared transaction (a raw COMMIT, ROLLBACK or END through "
+    "context.tx); this message's writes may have committed without the completion, so it is not retried";
+
+using Clock = std::chrono::steady_clock;
+
+// While handlers run on `tx`: registered for shutdown, and watched by the deadline, which
+// fires their signal and cancels the running query. `abandoned`, when given, tells
+// afterwards whether the supervisor gave the thread up meanwhile.
+class RunningHandlers {
+ public:
+  RunningHandlers(InFlightRegistry& registry, DeadlineWatchdog& watchdog, CancellationSource& source, Tx& tx,
+                  Clock::time_point deadline, bool* abandoned = nullptr)
+      : registry_(registry),
+        key_(registry.add({&source, &tx.connection(), deadline})),
+        abandoned_(abandoned),
+        armed_(watchdog, deadline, [&source, &connection = tx.connection()] {
+          source.cancel();
+          connection.cancel_query();
+        }) {}
+  ~RunningHandlers() {
+    const bool abandoned = registry_.remove(key_);
+    if (abandoned_) *abandoned_ = abandoned;
+  }
+  RunningHandlers(const RunningHandlers&) = delete;
+  RunningHandlers& operator=(const RunningHandlers&) = delete;
+
+ private:
+  InFlightRegistry& registry_;
+  std::size_t key_;
+  bool* abandoned_;
+  DeadlineWatchdog::Armed armed_;
+};
+
+}  // namespace boxcar::detail
