@@ -99,9 +99,6 @@ bool is_custom_setting_name(std::string_view name) noexcept;
 /// Outcome counters since start; monotonically increasing.
 struct WorkerStats {
   std::uint64_t claimed = 0;
-  /// Claim statements run (one per owned consumer claimed for, empty ones included): the
-  /// database cost of wake-ups and polls (docs/worker.md, "Wake-ups").
-  std::uint64_t claim_statements = 0;
   std::uint64_t completed = 0;
   std::uint64_t retried = 0;
   std::uint64_t dead = 0;
@@ -119,6 +116,9 @@ struct WorkerStats {
   /// Claims given back without spending an attempt because the database failed before
   /// their handler ran (pool timeout, lost connection).
   std::uint64_t infrastructure_retries = 0;
+  /// Claim statements run (one per owned consumer claimed for, empty ones included): the
+  /// database cost of wake-ups and polls (docs/worker.md, "Wake-ups").
+  std::uint64_t claim_statements = 0;
 };
 
 class Worker {
