@@ -8,7 +8,8 @@
 // The publisher is bounded by the slower of the two: ratio = boxcar / min(a, b).
 // Also the emit-commit -> published latency at a fixed 1,000 events/s.
 //
-//   scripts/bench publisher [--events N] [--rounds R]
+//   scripts/bench publisher [--events N] [--rounds R] [--case publish|rss]...
+// Last, the peak RSS of a publisher alone (bench/rss_probe.cpp): `rss publisher_peak_mb ...`.
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
@@ -27,6 +28,7 @@
 #include "boxcar/core/migrate.hpp"
 #include "boxcar/core/uuid.hpp"
 #include "harness.hpp"
+#include "peak_rss.hpp"
 
 namespace {
 
@@ -266,15 +268,45 @@ void measure_latency(const std::string& url, const std::string& bootstrap, int r
             << "latency p99_ms " << pct(0.99) << " 50.00\n";
 }
 
+// Peak RSS of a Publisher alone (batch 1000, 4 batches in flight) draining kRssEvents
+// 1 KiB events to this process's mock cluster, in a process of its own
+// (bench/rss_probe.cpp): `rss publisher_peak_mb VALUE 128`.
+void measure_rss(const std::string& url, const std::string& bootstrap) {
+  constexpr int kRssEvents = 100000;
+  constexpr const char* kRssSchema = "bench_publisher_rss";
+  Admin admin(url);
+  admin.exec(std::string("DROP SCHEMA IF EXISTS ") + kRssSchema + " CASCADE");
+  boxcar::migrate(url, {.schema = kRssSchema});
+  // A JSON payload of about 1 KiB each (1,029 bytes as text), due now.
+  admin.exec(std::string("INSERT INTO ") + kRssSchema +
+             ".outbox_events (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, "
+             "causation_id, payload) SELECT gen_random_uuid(), 'order.projected', 1, '" +
+             kTopic +
+             "', 'tenant-' || (g % 50), 'tenant', 'tenant-' || (g % 50), 'm-' || g, "
+             "jsonb_build_object('orderId', lpad(g::text, 8, '0'), 'pad', repeat('x', 995)) "
+             "FROM generate_series(1, " +
+             std::to_string(kRssEvents) + ") g");
+  admin.exec(std::string("VACUUM ANALYZE ") + kRssSchema + ".outbox_events");
+  const double mib =
+      boxcar::bench::run_probe_peak_mib({BOXCAR_RSS_PROBE_PATH, "publisher", "--database-url", url, "--schema",
+                                         kRssSchema, "--bootstrap", bootstrap, "--events", std::to_string(kRssEvents)});
+  std::cout << "\npeak RSS of a publisher process (batch 1000, 4 in flight) draining " << kRssEvents
+            << " 1 KiB events, MiB:\n";
+  boxcar::bench::print_rss_line("publisher_peak_mb", mib, 128);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     int events = 100000;
+    std::vector<std::string> only;  // --case NAME: publish (the batch sizes and latency), rss
     std::vector<char*> rest{argv[0]};
     for (int i = 1; i < argc; ++i) {
       if (std::string(argv[i]) == "--events" && i + 1 < argc)
         events = std::stoi(argv[++i]);
+      else if (std::string(argv[i]) == "--case" && i + 1 < argc)
+        only.emplace_back(argv[++i]);
       else
         rest.push_back(argv[i]);
     }
@@ -296,7 +328,11 @@ int main(int argc, char** argv) {
     std::cout << "bench_publisher: " << events << " outbox rows per measurement, mock cluster of 3 brokers "
               << "(topic with 4 partitions) in this process\n";
     std::vector<boxcar::bench::CaseResult> results;
+    const auto wanted = [&](const std::string& name) {
+      return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+    };
     for (const std::size_t batch : {std::size_t{100}, std::size_t{500}, kDefaultBatch, std::size_t{5000}}) {
+      if (!wanted("publish")) break;
       const int rounds = batch == kDefaultBatch ? std::max(2, std::min(options.rounds, 3)) : 1;
       boxcar::bench::CaseResult result{.name = "publish_b" + std::to_string(batch),
                                        .detail = "batch " + std::to_string(batch) + ", events/s vs min(a, b)"};
@@ -316,12 +352,13 @@ int main(int argc, char** argv) {
       }
       results.push_back(result);
     }
-    measure_latency(url, bootstrap, 1000, 5.0);
+    if (wanted("publish")) measure_latency(url, bootstrap, 1000, 5.0);
     std::cout << "\n";
     boxcar::bench::print_table(std::cout, results);
     std::cout << "\n";
     for (const auto& r : results)
       if (r.name == "publish_b" + std::to_string(kDefaultBatch)) boxcar::bench::print_ratio_line(std::cout, r, kTarget);
+    if (wanted("rss")) measure_rss(url, bootstrap);
     rd_kafka_mock_cluster_destroy(cluster);
     rd_kafka_destroy(mock_handle);
     return 0;

@@ -20,7 +20,7 @@
 //   session_reset_t16  per_message_t16 with the pool's session reset (the default) vs the
 //                   same Worker with PoolOptions::reset_sessions = false: the reset's cost.
 // --case NAME (repeatable) runs only the named cases (and skips the latency run unless
-// --case latency is given).
+// --case latency is given); --case rss only the peak-RSS probe (bench/rss_probe.cpp).
 // The last lines are `ratio CASE VALUE TARGET` for the 16-thread cases.
 #include <algorithm>
 #include <atomic>
@@ -39,6 +39,7 @@
 #include "boxcar/core/migrate.hpp"
 #include "boxcar/core/sql_identifier.hpp"
 #include "harness.hpp"
+#include "peak_rss.hpp"
 
 namespace {
 
@@ -333,6 +334,32 @@ void measure_latency(const std::string& url, int rate, double seconds) {
   std::cout << "latency p50_ms " << pct(0.50) << " 2.00\nlatency p99_ms " << pct(0.99) << " 10.00\n";
 }
 
+// Peak RSS of a Worker alone (16 threads, batch 32) draining kRssMessages, in a process of
+// its own (bench/rss_probe.cpp): `rss worker_peak_mb VALUE 64`.
+void measure_rss(const std::string& url) {
+  constexpr int kRssMessages = 50000;
+  constexpr const char* kRssSchema = "bench_worker_rss";
+  Admin(url).exec(std::string("DROP SCHEMA IF EXISTS ") + kRssSchema + " CASCADE");
+  boxcar::migrate(url, {.schema = kRssSchema});
+  {
+    auto pool = boxcar::ConnectionPool::create({.url = url, .size = 2});
+    boxcar::Inbox inbox(pool, {.schema = kRssSchema, .consumers = {kConsumer}, .notify = false});
+    std::vector<boxcar::AcceptRequest> batch;
+    for (int i = 0; i < kRssMessages; ++i) {
+      batch.push_back(message(i));
+      if (batch.size() == 1000 || i + 1 == kRssMessages) {
+        for (const auto& r : inbox.accept_many(batch)) r.rethrow_if_error();
+        batch.clear();
+      }
+    }
+  }
+  const double mib =
+      boxcar::bench::run_probe_peak_mib({BOXCAR_RSS_PROBE_PATH, "worker", "--database-url", url, "--schema", kRssSchema,
+                                         "--consumer", kConsumer, "--messages", std::to_string(kRssMessages)});
+  std::cout << "\npeak RSS of a worker process (16 threads, batch 32) draining " << kRssMessages << " messages, MiB:\n";
+  boxcar::bench::print_rss_line("worker_peak_mb", mib, 64);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -417,6 +444,7 @@ int main(int argc, char** argv) {
       if (r.name == "session_reset_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetSessionReset);
       if (r.name == "batch_handler_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetBatchHandler);
     }
+    if (wanted("rss")) measure_rss(url);
     return 0;
   } catch (const boxcar::bench::UsageError& e) {
     std::cerr << e.what() << "\n" << boxcar::bench::usage(argv[0]);

@@ -73,6 +73,9 @@ struct Metrics::Impl {
       counter(*registry, "boxcar_inbox_claimed_total", "Receipts claimed by the worker, by consumer.");
   Family<Histogram>& claim_batch_size =
       histogram(*registry, "boxcar_inbox_claim_batch_size", "Receipts per non-empty claim.");
+  Family<Counter>& claims_total =
+      counter(*registry, "boxcar_worker_claims_total",
+              "Claim statements the worker ran, by consumer, including those that found nothing.");
   Counter& abandoned_handlers = counter(*registry, "boxcar_worker_abandoned_handlers_total",
                                         "Handler threads the worker abandoned (their handler ignored its "
                                         "deadline or the shutdown grace) and replaced.")
@@ -151,6 +154,10 @@ void Metrics::accept_to_complete(const std::string& consumer, double seconds) {
 void Metrics::claimed(const std::string& consumer, std::size_t batch) {
   impl_->claimed_total.Add({{"consumer", consumer}}).Increment(static_cast<double>(batch));
   impl_->claim_batch_size.Add({}, kBatchBuckets).Observe(static_cast<double>(batch));
+}
+
+void Metrics::claim_statement(const std::string& consumer) {
+  impl_->claims_total.Add({{"consumer", consumer}}).Increment();
 }
 
 void Metrics::abandoned_handler() { impl_->abandoned_handlers.Increment(); }

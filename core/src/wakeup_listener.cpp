@@ -3,6 +3,7 @@
 #include "boxcar/core/detail/open_connection.hpp"
 
 #include <thread>
+#include <vector>
 
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
@@ -10,9 +11,11 @@
 namespace boxcar::detail {
 
 namespace {
+// Collects the payloads libpqxx hands over while the listener reads notifications.
 struct Wakeups final : pqxx::notification_receiver {
   using notification_receiver::notification_receiver;
-  void operator()(const std::string&, int) override {}
+  void operator()(const std::string& payload, int) override { received.push_back(payload); }
+  std::vector<std::string> received;
 };
 }  // namespace
 
@@ -27,6 +30,13 @@ struct WakeupListener::Impl {
     receiver.reset();
     connection.reset();
   }
+
+  // Moves the received payloads that `wanted` accepts into `into`; drops the others.
+  void take(const Filter& wanted, std::set<std::string>& into) {
+    for (auto& payload : receiver->received)
+      if (!wanted || wanted(payload)) into.insert(std::move(payload));
+    receiver->received.clear();
+  }
 };
 
 WakeupListener::WakeupListener(std::string connection_string, std::string channel, std::shared_ptr<spdlog::logger> log)
@@ -38,19 +48,23 @@ WakeupListener::WakeupListener(std::string connection_string, std::string channe
 
 WakeupListener::~WakeupListener() = default;
 
-void WakeupListener::ensure_listening() {
-  if (impl_->connection) return;
+bool WakeupListener::ensure_listening() {
+  if (impl_->connection) return false;
   try {
     impl_->connection = detail::open_connection(impl_->connection_string);
     impl_->receiver = std::make_unique<Wakeups>(*impl_->connection, impl_->channel);
+    return true;
   } catch (const std::exception& e) {
     impl_->drop();
     impl_->log->warn("cannot LISTEN on {} for wake-ups, polling instead: {}", impl_->channel, e.what());
+    return false;
   }
 }
 
-void WakeupListener::wait_until(std::chrono::steady_clock::time_point until, const std::function<bool()>& stop) {
+WakeupListener::Wakeup WakeupListener::wait_until(std::chrono::steady_clock::time_point until,
+                                                  const std::function<bool()>& stop, const Filter& wanted) {
   using Clock = std::chrono::steady_clock;
+  Wakeup wakeup;
   while (Clock::now() < until && !stop()) {
     const auto slice = std::min<long long>(
         100, std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count() + 1);
@@ -59,16 +73,20 @@ void WakeupListener::wait_until(std::chrono::steady_clock::time_point until, con
       continue;
     }
     try {
-      if (impl_->connection->await_notification(0, slice * 1000) > 0) {
-        impl_->connection->get_notifs();  // take any others that arrived together
-        return;
-      }
+      // Takes notifications that arrived while the caller was busy first, without waiting.
+      impl_->connection->await_notification(0, slice * 1000);
+      if (impl_->receiver->received.empty()) continue;
+      impl_->connection->get_notifs();  // take any others that arrived together
+      impl_->take(wanted, wakeup.payloads);
+      if (!wakeup.payloads.empty()) return wakeup;
     } catch (const std::exception& e) {
       impl_->log->warn("wake-up connection on {} lost, reconnecting: {}", impl_->channel, e.what());
       impl_->drop();
-      return;
+      wakeup.may_have_missed = true;
+      return wakeup;
     }
   }
+  return wakeup;
 }
 
 }  // namespace boxcar::detail

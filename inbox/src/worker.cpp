@@ -227,7 +227,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         }
       std::vector<detail::ClaimedReceipt> claimed;
       for (const auto& consumer : owned_)
-        for (auto& r : store_.claim(consumer, options_.claim_limit, options_.lease)) claimed.push_back(std::move(r));
+        for (auto& r : claim(consumer, options_.claim_limit)) claimed.push_back(std::move(r));
       if (claimed.empty()) {
         if (ran_suspect) continue;  // their outcomes may have made more due
         return total;
@@ -247,6 +247,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   WorkerStats stats() const {
     WorkerStats s = stats_.snapshot();
     s.abandoned_handlers = abandoned_total_.load();
+    s.claim_statements = claim_statements_.load();
     return s;
   }
   std::uint64_t abandoned_handlers() const { return abandoned_total_.load(); }
@@ -300,14 +301,19 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     }
   }
 
-  // Claims for every owned consumer in turn; returns how many it claimed, and sets
+  // Claims for every owned consumer due a claim (notified, polled, or left with more to
+  // claim by the last round), in turn; returns how many it claimed, and sets
   // `found_queue_full` when it stopped for want of room (then there may be more to claim
-  // as soon as a handler takes from the queue). Never claims suspects.
+  // as soon as a handler takes from the queue). A consumer whose claim came back short
+  // has nothing more due: it waits for its next notification or poll. Never claims
+  // suspects.
   std::size_t claim_round(bool& found_queue_full) {
     std::size_t claimed = 0;
     found_queue_full = false;
     for (std::size_t i = 0; i < owned_.size(); ++i) {
-      const std::string& consumer = owned_[(next_consumer_ + i) % owned_.size()];
+      const std::size_t index = (next_consumer_ + i) % owned_.size();
+      if (!claim_due_[index]) continue;
+      const std::string& consumer = owned_[index];
       std::size_t room;
       {
         std::lock_guard q(queue_mutex_);
@@ -318,11 +324,34 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         found_queue_full = true;
         break;
       }
-      auto got = store_.claim(consumer, std::min(room, options_.claim_limit), options_.lease);
+      const std::size_t limit = std::min(room, options_.claim_limit);
+      auto got = claim(consumer, limit);
+      if (got.size() < limit) claim_due_[index] = false;
       claimed += enqueue(consumer, got);
     }
     next_consumer_ = (next_consumer_ + 1) % owned_.size();
     return claimed;
+  }
+
+  // One claim statement, counted: the stat and metric show what wake-ups cost.
+  std::vector<detail::ClaimedReceipt> claim(const std::string& consumer, std::size_t limit) {
+    ++claim_statements_;
+    if (options_.metrics) options_.metrics->claim_statement(consumer);
+    return store_.claim(consumer, limit, options_.lease);
+  }
+
+  // Dispatcher-only bookkeeping of which owned consumers the next round claims for.
+  void mark_all_due() { std::fill(claim_due_.begin(), claim_due_.end(), true); }
+  bool any_due() const { return std::find(claim_due_.begin(), claim_due_.end(), true) != claim_due_.end(); }
+  // A notification's payload is its consumer; an empty one (`dead retry`, a hand-written
+  // NOTIFY) stands for every consumer.
+  void mark_notified(const std::string& payload) {
+    if (payload.empty()) return mark_all_due();
+    const auto it = std::find(owned_.begin(), owned_.end(), payload);
+    if (it != owned_.end()) claim_due_[static_cast<std::size_t>(it - owned_.begin())] = true;
+  }
+  bool owns_or_all(const std::string& payload) const {
+    return payload.empty() || std::find(owned_.begin(), owned_.end(), payload) != owned_.end();
   }
 
   // Puts claims of `consumer` on the local queue for the handler threads; returns how many.
@@ -368,9 +397,14 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     return false;
   }
 
+  // Claims only for consumers with something due: a notification naming an owned
+  // consumer wakes the loop for that consumer alone (other consumers' notifications are
+  // ignored inside the listener), and every poll_interval the lease recovery tick polls
+  // them all (docs/worker.md, "Wake-ups").
   void dispatch_loop() {
     detail::WakeupListener wakeups(pool_->connection_string(), Inbox::notify_channel(options_.schema), log_);
     auto next_recovery = Clock::now();
+    claim_due_.assign(owned_.size(), true);
     while (true) {
       {
         // A full queue waits for room, the suspect lane for an idle process; neither waits
@@ -381,13 +415,14 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         });
         if (stopping_) break;
       }
-      wakeups.ensure_listening();
-      std::size_t claimed = 0;
+      // Newly listening: whatever was accepted before LISTEN sent no wake-up we can see.
+      if (wakeups.ensure_listening()) mark_all_due();
       bool found_queue_full = false;
       try {
         if (Clock::now() >= next_recovery) {
           next_recovery = Clock::now() + options_.poll_interval;
           recover();
+          mark_all_due();  // the poll: retries whose backoff ended send no notification
         }
         if (suspect_lane_) {
           bool idle;
@@ -400,21 +435,28 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
           if (!idle || claim_suspect()) continue;
           suspect_lane_ = false;
         }
-        claimed = claim_round(found_queue_full);
+        claim_round(found_queue_full);
       } catch (const std::exception& e) {
         log_->error("claiming failed, retrying after {} ms: {}", options_.poll_interval.count(), e.what());
         sleep_unless_stopping(options_.poll_interval);
         continue;
       }
-      // Claimed something, or stopped for want of room: back to waiting for room. A round
-      // that found the queue full must not idle below even if a handler has taken from
-      // the queue since, or the handlers would drain it and then wait for a poll.
-      if (claimed > 0 || found_queue_full) continue;
-      // Idle: sleep until a NOTIFY arrives or the poll interval passes; never busy-loop.
-      wakeups.wait_until(std::min(next_recovery, Clock::now() + options_.poll_interval), [&] {
-        std::lock_guard q(queue_mutex_);
-        return stopping_;
-      });
+      // A consumer left with more to claim (a full claim, or a round stopped for want of
+      // room): back to waiting for room. A round that found the queue full must not idle
+      // below even if a handler has taken from the queue since, or the handlers would
+      // drain it and then wait for a poll.
+      if (found_queue_full || any_due()) continue;
+      // Idle: sleep until a NOTIFY for an owned consumer arrives or the poll interval
+      // passes; never busy-loop.
+      const auto woke = wakeups.wait_until(
+          std::min(next_recovery, Clock::now() + options_.poll_interval),
+          [&] {
+            std::lock_guard q(queue_mutex_);
+            return stopping_;
+          },
+          [&](const std::string& payload) { return owns_or_all(payload); });
+      if (woke.may_have_missed) mark_all_due();
+      for (const auto& payload : woke.payloads) mark_notified(payload);
     }
   }
 
@@ -568,6 +610,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   detail::LeaseRescuer rescuer_;
   std::shared_ptr<spdlog::logger> log_;
   std::atomic<std::uint64_t> abandoned_total_{0};
+  std::atomic<std::uint64_t> claim_statements_{0};
 
   std::mutex lifecycle_;
   bool running_ = false;
@@ -580,6 +623,8 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   bool supervising_ = false;
   std::size_t busy_threads_ = 0;
   std::size_t next_consumer_ = 0;
+  // Dispatcher-only, parallel to owned_: which consumers the next claim round claims for.
+  std::vector<bool> claim_due_;
   // Dispatcher-only: a suspect is due, so claim nothing else and run suspects one at a
   // time once idle (docs/worker.md, "the suspect lane").
   bool suspect_lane_ = false;

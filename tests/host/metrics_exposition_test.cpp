@@ -25,6 +25,8 @@ TEST_CASE("every metrics method shows up in the exposition under its documented 
   metrics.accept_to_complete("orders.v1", 1.5);
   metrics.claimed("orders.v1", 7);
   metrics.claimed("orders.v1", 1);
+  metrics.claim_statement("orders.v1");
+  metrics.claim_statement("orders.v1");
   metrics.infrastructure_retry("orders.v1", "pool_timeout");
   metrics.infrastructure_retry("orders.v1", "pool_timeout");
   metrics.crash_strike("orders.v1");
@@ -62,6 +64,7 @@ TEST_CASE("every metrics method shows up in the exposition under its documented 
 
   CHECK(e.value("boxcar_inbox_claimed_total", {{"consumer", "orders.v1"}}) == 8);
   CHECK(e.value("boxcar_inbox_claim_batch_size_count") == 2);
+  CHECK(e.value("boxcar_worker_claims_total", {{"consumer", "orders.v1"}}) == 2);
   CHECK(e.bucket("boxcar_inbox_claim_batch_size", {}, 1) == 1);
   CHECK(e.bucket("boxcar_inbox_claim_batch_size", {}, 5) == 1);
   CHECK(e.bucket("boxcar_inbox_claim_batch_size", {}, 10) == 2);

@@ -33,6 +33,9 @@ class Metrics {
   void accept_to_complete(const std::string& consumer, double seconds);
   /// boxcar_inbox_claimed_total{consumer} and boxcar_inbox_claim_batch_size (histogram).
   void claimed(const std::string& consumer, std::size_t batch);
+  /// boxcar_worker_claims_total{consumer}: claim statements the worker ran, empty ones
+  /// included (what wake-ups cost the database; docs/worker.md, "Wake-ups").
+  void claim_statement(const std::string& consumer);
   /// boxcar_worker_abandoned_handlers_total: handler threads given up on (a handler past
   /// its deadline, or past the shutdown grace) and replaced.
   void abandoned_handler();

@@ -116,6 +116,9 @@ struct WorkerStats {
   /// Claims given back without spending an attempt because the database failed before
   /// their handler ran (pool timeout, lost connection).
   std::uint64_t infrastructure_retries = 0;
+  /// Claim statements run (one per owned consumer claimed for, empty ones included): the
+  /// database cost of wake-ups and polls (docs/worker.md, "Wake-ups").
+  std::uint64_t claim_statements = 0;
 };
 
 class Worker {
