@@ -238,6 +238,11 @@ void BacklogCollector::collect_once() {
     // The planner costs the per-consumer loops for ~100 consumers of a large backlog, past
     // jit_above_cost: compiling them took 1.1 s here, a hundred times the queries' own run.
     tx.exec("SET LOCAL jit = off");
+    // The capped scans must walk their index in order and stop at the LIMIT; for a
+    // consumer whose statistics say "few rows" the planner would pick a bitmap scan, which
+    // reads every entry of the consumer first (ops/src/backlog_queries.hpp). No query of
+    // the collector gains from a bitmap scan.
+    tx.exec("SET LOCAL enable_bitmapscan = off");
     const auto& q = state_->queries;
     const auto& n = state_->names;
     const auto run = [&](Query query, auto&&... parameters) {

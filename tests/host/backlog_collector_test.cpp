@@ -143,8 +143,10 @@ TEST_CASE("a consumer whose backlog drains drops to zero instead of keeping its 
   inbox.accept(message("legacy.v1", "l-1"));
   inbox.accept(message("legacy.v1", "l-2"));
   s.set("l-2", "status = 'DEAD', dead_reason = 'UNSUPPORTED_EVENT'");
-  // Only orders is declared: legacy.v1 is an orphan, reported because it has rows.
-  BacklogCollector collector(s.pool, s.metrics, {.schema = s.db.schema(), .declared_consumers = {kOrders}});
+  // Only orders is declared: legacy.v1 is an orphan, reported because it has rows. An
+  // interval of 1 ms: the fleet's figures are always old enough to be recomputed.
+  BacklogCollector collector(s.pool, s.metrics,
+                             {.schema = s.db.schema(), .declared_consumers = {kOrders}, .interval = 1ms});
   collector.collect_once();
   CHECK(s.inbox("legacy.v1", "PENDING") == 1);
   CHECK(s.inbox("legacy.v1", "DEAD") == 1);
@@ -161,7 +163,7 @@ TEST_CASE("a failed backlog collection throws, is counted and leaves the gauges 
   BacklogSetup s;
   Inbox inbox(s.pool, {.schema = s.db.schema(), .consumers = {kOrders}, .notify = false});
   inbox.accept(message(kOrders, "o-1"));
-  BacklogCollector good(s.pool, s.metrics, {.schema = s.db.schema(), .declared_consumers = {kOrders}});
+  BacklogCollector good(s.pool, s.metrics, {.schema = s.db.schema(), .declared_consumers = {kOrders}, .interval = 1ms});
   good.collect_once();
   REQUIRE(s.inbox(kOrders, "PENDING") == 1);
 
@@ -263,8 +265,9 @@ TEST_CASE("every backlog query reads its partial index, not the table, on 1,000,
       {"inbox_claimable", "inbox_receipts_claimable"}, {"inbox_processing", "inbox_receipts_leases"},
       {"inbox_dead", "inbox_receipts_dead"},           {"outbox_due", "outbox_events_due"},
       {"outbox_publishing", "outbox_events_leases"},   {"outbox_dead", "outbox_events_dead"}};
-  // The per-consumer capped scans must walk their index in order: a bitmap scan would
-  // read every entry of the consumer before the LIMIT applies.
+  // The per-consumer capped scans must walk their index in order and stop at the LIMIT:
+  // a Sort (after a bitmap or another index's scan) would read every entry of the
+  // consumer first.
   const std::set<std::string> capped = {"inbox_claimable", "inbox_processing", "inbox_dead"};
   const auto queries = BacklogCollector::queries(db.schema());
   REQUIRE(queries.size() == 12);
@@ -274,11 +277,13 @@ TEST_CASE("every backlog query reads its partial index, not the table, on 1,000,
     if (const auto parameter = sql.find("$1"); parameter != std::string::npos)
       sql.replace(parameter, 2, capped.contains(query.name) ? std::string("10001") : "'" + db.schema() + "'");
     std::string plan;
-    for (const auto& row : db.query("EXPLAIN " + sql)) plan += std::string(row[0].c_str()) + "\n";
+    // As the collector's transaction runs them (SET LOCAL in backlog_collector.cpp).
+    for (const auto& row : db.query("SET jit = off; SET enable_bitmapscan = off; EXPLAIN " + sql))
+      plan += std::string(row[0].c_str()) + "\n";
     INFO(query.name << " plan:\n" << plan);
     CHECK_THAT(plan, !Contains("Seq Scan on inbox_receipts"));
     CHECK_THAT(plan, !Contains("Seq Scan on outbox_events"));
-    if (capped.contains(query.name)) CHECK_THAT(plan, !Contains("Bitmap"));
+    if (capped.contains(query.name)) CHECK_THAT(plan, !Contains("Sort"));
     if (expected_index.contains(query.name)) CHECK_THAT(plan, Contains(expected_index.at(query.name)));
   }
 
@@ -448,7 +453,8 @@ TEST_CASE("two collectors in one schema: one computes per interval, and both exp
   const Exposition eb(metrics_b->serialize());
   CHECK(ea.value("boxcar_inbox_receipts", {{"consumer", kOrders}, {"status", "PENDING"}}) == 2);
   CHECK(ea.value("boxcar_outbox_events", {{"status", "PENDING"}}) == 1);
-  CHECK(backlog_lines(ea).size() == 2 * 4 + 2 + 4 + 1);  // receipts, ages, outbox statuses, outbox age
+  // receipts and their estimated flags, ages, outbox statuses, outbox age
+  CHECK(backlog_lines(ea).size() == 2 * 4 * 2 + 2 + 4 + 1);
   CHECK(backlog_lines(ea) == backlog_lines(eb));
   CHECK(eb.value("boxcar_backlog_snapshot_age_seconds", {{"section", "inbox"}}) >= 0);
   CHECK(eb.value("boxcar_backlog_last_success_timestamp_seconds") > 1.7e9);
