@@ -115,7 +115,7 @@ inline const std::set<std::string>& sql_grammar_keywords() {
   static const std::set<std::string> keywords = {
       "COALESCE", "NULLIF", "GREATEST", "LEAST",  "EXTRACT", "CAST",   "ANY",      "ALL",   "SOME",  "EXISTS",
       "IN",       "ROW",    "AS",       "FILTER", "OVER",    "VALUES", "CONFLICT", "FROM",  "WHERE", "AND",
-      "OR",       "NOT",    "ON",       "WHEN",   "THEN",    "ELSE",   "SELECT",   "USING", "JOIN"};
+      "OR",       "NOT",    "ON",       "WHEN",   "THEN",    "ELSE",   "SELECT",   "USING", "JOIN",  "LATERAL"};
   return keywords;
 }
 
