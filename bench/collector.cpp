@@ -221,6 +221,9 @@ class Bench {
         continue;
       const bool estimates = query.name == "inbox_estimates";
       pqxx::work tx(admin_);
+      // As the collector's transaction runs them (backlog_collector.cpp).
+      tx.exec("SET LOCAL jit = off");
+      tx.exec("SET LOCAL enable_bitmapscan = off");
       tx.exec("PREPARE bench_explain(" + std::string(estimates ? "text" : "bigint") + ") AS " + query.sql);
       const std::string argument = estimates ? std::string("'") + kSchema + "'" : std::to_string(args_.cap + 1);
       std::cout << "\n#### " << query.name << " (EXPLAIN (ANALYZE, BUFFERS) EXECUTE with $1 = " << argument
@@ -228,6 +231,7 @@ class Bench {
       for (const auto& row : tx.exec("EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_explain(" + argument + ")"))
         std::cout << row[0].c_str() << "\n";
       std::cout << "```\n";
+      tx.exec("DEALLOCATE bench_explain");  // prepared statements outlive the transaction
       tx.abort();
     }
   }

@@ -234,15 +234,19 @@ void BacklogCollector::collect_once() {
   try {
     // Not READ ONLY: the elected process locks and updates its section's row.
     Tx tx = pool_->begin(LoanUse::BoxcarOnly);  // SET LOCAL and its own queries only
-    tx.exec("SET LOCAL statement_timeout = " + std::to_string(kStatementTimeoutMs));
-    // The planner costs the per-consumer loops for ~100 consumers of a large backlog, past
-    // jit_above_cost: compiling them took 1.1 s here, a hundred times the queries' own run.
-    tx.exec("SET LOCAL jit = off");
-    // The capped scans must walk their index in order and stop at the LIMIT; for a
-    // consumer whose statistics say "few rows" the planner would pick a bitmap scan, which
-    // reads every entry of the consumer first (ops/src/backlog_queries.hpp). No query of
-    // the collector gains from a bitmap scan.
-    tx.exec("SET LOCAL enable_bitmapscan = off");
+    // One round trip for the settings (one statement: Tx::exec uses the extended protocol):
+    // - the planner costs the per-consumer loops for ~100 consumers of a large backlog,
+    //   past jit_above_cost: compiling them took 1.1 s here, a hundred times their run;
+    // - the capped scans must walk their index in order and stop at the LIMIT; for a
+    //   consumer its statistics call small the planner would pick a bitmap scan, which
+    //   reads every entry of the consumer first (backlog_queries.hpp); no query of the
+    //   collector gains from one;
+    // - the elected process's snapshot write needs no WAL flush before the commit returns:
+    //   lost in a crash, the next cycle computes the figures again.
+    // set_config(..., true) is SET LOCAL.
+    tx.exec("SELECT pg_catalog.set_config('statement_timeout', '" + std::to_string(kStatementTimeoutMs) +
+            "', true), pg_catalog.set_config('jit', 'off', true), pg_catalog.set_config('enable_bitmapscan', 'off', "
+            "true), pg_catalog.set_config('synchronous_commit', 'off', true)");
     const auto& q = state_->queries;
     const auto& n = state_->names;
     const auto run = [&](Query query, auto&&... parameters) {
