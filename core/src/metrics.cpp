@@ -105,6 +105,10 @@ struct Metrics::Impl {
   Family<Gauge>& inbox_receipts = gauge(*registry, "boxcar_inbox_receipts",
                                         "Inbox receipts by consumer and status (PENDING, RETRYABLE, "
                                         "PROCESSING, DEAD not discarded) at the last backlog collection.");
+  Family<Gauge>& inbox_receipts_estimated =
+      gauge(*registry, "boxcar_inbox_receipts_estimated",
+            "1 when boxcar_inbox_receipts of the same consumer and status is an estimate (above the collector's "
+            "exact cap), 0 when it is an exact count.");
   Family<Gauge>& inbox_oldest_due_age =
       gauge(*registry, "boxcar_inbox_oldest_due_age_seconds",
             "How long the oldest due PENDING/RETRYABLE receipt of a consumer has been due; 0 when none.");
@@ -129,6 +133,12 @@ struct Metrics::Impl {
   Gauge& collection_last_success = gauge(*registry, "boxcar_backlog_last_success_timestamp_seconds",
                                          "Unix time of the last successful backlog collection; 0 before the first.")
                                        .Add({});
+  Family<Gauge>& snapshot_age = gauge(*registry, "boxcar_backlog_snapshot_age_seconds",
+                                      "Age of the fleet's backlog figures (one process computes them per interval) "
+                                      "this process exported at its last collection.");
+  Family<Counter>& snapshot_computed =
+      counter(*registry, "boxcar_backlog_snapshot_computed_total",
+              "Backlog collections in which this process computed the fleet's figures itself.");
 };
 
 Metrics::Metrics() : impl_(std::make_unique<Impl>()) {}
@@ -189,6 +199,11 @@ void Metrics::set_inbox_receipts(const std::string& consumer, std::string_view s
   impl_->inbox_receipts.Add({{"consumer", consumer}, {"status", std::string(status)}}).Set(count);
 }
 
+void Metrics::set_inbox_receipts_estimated(const std::string& consumer, std::string_view status, bool estimated) {
+  impl_->inbox_receipts_estimated.Add({{"consumer", consumer}, {"status", std::string(status)}})
+      .Set(estimated ? 1.0 : 0.0);
+}
+
 void Metrics::set_inbox_oldest_due_age(const std::string& consumer, double seconds) {
   impl_->inbox_oldest_due_age.Add({{"consumer", consumer}}).Set(non_negative(seconds));
 }
@@ -213,6 +228,13 @@ void Metrics::backlog_collected(double seconds, bool ok) {
   } else {
     impl_->collection_errors.Increment();
   }
+}
+
+void Metrics::backlog_snapshot(std::string_view section, double age_seconds, bool computed_here) {
+  const prometheus::Labels labels{{"section", std::string(section)}};
+  impl_->snapshot_age.Add(labels).Set(non_negative(age_seconds));
+  auto& computed = impl_->snapshot_computed.Add(labels);  // exported as 0 until it computes
+  if (computed_here) computed.Increment();
 }
 
 std::string Metrics::serialize() const {

@@ -43,6 +43,8 @@ inline constexpr const char* kOwnership[] = {
     "ALTER VIEW {schema}.inbox_dead_records OWNER TO {migrator}",
     "ALTER VIEW {schema}.outbox_dead_records OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.failure_fingerprint(text, text) OWNER TO {migrator}",
+    "ALTER TABLE {schema}.backlog_snapshot OWNER TO {migrator}",
+    "ALTER STATISTICS {schema}.inbox_receipts_backlog_mix OWNER TO {migrator}",
 };
 
 // Exact grants: whatever the runtime roles held on Boxcar's objects goes first (revoking a
@@ -51,7 +53,7 @@ inline constexpr const char* kOwnership[] = {
 inline constexpr const char* kRevoke[] = {
     "REVOKE ALL ON SCHEMA {schema} FROM {ingress}, {worker}, {publisher}, {operator}",
     R"(REVOKE ALL ON TABLE {schema}.schema_migrations, {schema}.inbox_receipts, {schema}.outbox_events,
-                     {schema}.inbox_dead_records, {schema}.outbox_dead_records
+                     {schema}.inbox_dead_records, {schema}.outbox_dead_records, {schema}.backlog_snapshot
 FROM {ingress}, {worker}, {publisher}, {operator})",
     "REVOKE ALL ON FUNCTION {schema}.failure_fingerprint(text, text) FROM {ingress}, {worker}, {publisher}, {operator}",
 };
@@ -112,6 +114,16 @@ TO {operator})",
     "GRANT SELECT, UPDATE ON TABLE {schema}.inbox_dead_records, {schema}.outbox_dead_records TO {operator}",
     // The views call it with the querying role's privileges.
     "GRANT EXECUTE ON FUNCTION {schema}.failure_fingerprint(text, text) TO {operator}",
+
+    // ingress, worker, publisher: the backlog collector every Runtime runs
+    // (ops/src/backlog_queries.hpp). SELECT to export the fleet's last figures; UPDATE of
+    // the three result columns (FOR NO KEY UPDATE needs it too) to be the one that computes
+    // them. A role cannot add or remove sections, nor compute a section whose table it
+    // cannot read; it can overwrite figures, which only ever feed gauges.
+    R"(GRANT SELECT,
+      UPDATE (figures, collected_at, collected_by)
+ON TABLE {schema}.backlog_snapshot
+TO {ingress}, {worker}, {publisher})",
 };
 
 }  // namespace boxcar::detail::roles_sql

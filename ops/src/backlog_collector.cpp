@@ -1,14 +1,20 @@
-// The backlog collector: reads every backlog figure in one short read-only transaction,
-// then sets the gauges, so a failed collection changes none of them.
+// The backlog collector: per section, either computes the figures (when elected through
+// backlog_snapshot) and stores them, or reads the fleet's stored figures — all in one short
+// transaction — then sets the gauges, so a failed collection changes none of them.
 #include "boxcar/ops/backlog_collector.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "backlog_queries.hpp"
@@ -41,6 +47,7 @@ const std::string kUndeclared = "(undeclared)";
 
 struct ConsumerBacklog {
   std::map<std::string, double, std::less<>> by_status;  // missing status = 0
+  std::set<std::string, std::less<>> estimated;          // statuses above the exact cap
   double oldest_due_age = 0;
 };
 
@@ -59,7 +66,52 @@ struct Snapshot {
   // other table's gauges are left alone; a process whose role reads it reports them.
   bool inbox_readable = true;
   bool outbox_readable = true;
+  // Whether figures exist for each section (this process computed them, or read what
+  // another one stored): false before any process computed them.
+  bool inbox_known = false;
+  bool outbox_known = false;
 };
+
+// The figures of each section as stored in backlog_snapshot.figures: raw per consumer
+// (every process folds undeclared consumers against its own declarations).
+nlohmann::json inbox_figures(const std::map<std::string, ConsumerBacklog>& consumers) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, backlog] : consumers) {
+    nlohmann::json& entry = out[name];
+    for (const auto& [status, count] : backlog.by_status) entry["counts"][status] = count;
+    entry["estimated"] = backlog.estimated;
+    entry["oldest_due_age"] = backlog.oldest_due_age;
+  }
+  return {{"consumers", std::move(out)}};
+}
+
+std::map<std::string, ConsumerBacklog> inbox_from_figures(const nlohmann::json& figures) {
+  std::map<std::string, ConsumerBacklog> consumers;
+  for (const auto& [name, entry] : figures.at("consumers").items()) {
+    auto& backlog = consumers[name];
+    for (const auto& [status, count] : entry.at("counts").items()) backlog.by_status[status] = count.get<double>();
+    for (const auto& status : entry.at("estimated")) backlog.estimated.insert(status.get<std::string>());
+    backlog.oldest_due_age = entry.at("oldest_due_age").get<double>();
+  }
+  return consumers;
+}
+
+nlohmann::json outbox_figures(const Snapshot& snapshot) {
+  return {{"counts", snapshot.outbox}, {"oldest_age", snapshot.outbox_oldest_age}};
+}
+
+void outbox_from_figures(const nlohmann::json& figures, Snapshot& snapshot) {
+  for (const auto& [status, count] : figures.at("counts").items()) snapshot.outbox[status] = count.get<double>();
+  snapshot.outbox_oldest_age = figures.at("oldest_age").get<double>();
+}
+
+// host/pid/n: unique per collector in the fleet (n tells apart collectors of one process).
+std::string default_identity() {
+  static std::atomic<int> next{0};
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return std::string(host) + "/" + std::to_string(getpid()) + "/" + std::to_string(++next);
+}
 
 }  // namespace
 
@@ -86,7 +138,11 @@ std::vector<BacklogCollector::NamedQuery> BacklogCollector::queries(std::string_
           {"outbox_publishing", detail::with_schema(sql::kOutboxPublishing, schema)},
           {"outbox_dead", detail::with_schema(sql::kOutboxDead, schema)},
           {"table_health", std::string(sql::kTableHealth)},
-          {"readable_tables", std::string(sql::kReadableTables)}};
+          {"readable_tables", std::string(sql::kReadableTables)},
+          {"inbox_estimates", std::string(sql::kInboxEstimates)},
+          {"snapshot_claim", detail::with_schema(sql::kSnapshotClaim, schema)},
+          {"snapshot_store", detail::with_schema(sql::kSnapshotStore, schema)},
+          {"snapshot_read", detail::with_schema(sql::kSnapshotRead, schema)}};
 }
 
 BacklogCollector::BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::shared_ptr<Metrics> metrics,
@@ -100,6 +156,8 @@ BacklogCollector::BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::sh
   if (!metrics_) throw ConfigError("backlog.metrics", "the collector only sets metrics: a Metrics is required");
   if (options_.interval <= std::chrono::milliseconds::zero())
     throw ConfigError("metrics.backlog_interval_ms", "must be positive");
+  if (options_.exact_cap < 1) throw ConfigError("metrics.backlog_exact_cap", "must be at least 1");
+  if (options_.identity.empty()) options_.identity = default_identity();
   state_->queries = queries(options_.schema);
   for (const auto& query : state_->queries)
     state_->names.push_back("boxcar.backlog." + query.name + "." + options_.schema);
@@ -140,49 +198,149 @@ void BacklogCollector::stop() {
   if (thread.joinable()) thread.join();
 }
 
+namespace {
+
+// Positions in BacklogCollector::queries().
+enum Query : std::size_t {
+  kClaimable,
+  kProcessing,
+  kDead,
+  kOutboxDue,
+  kOutboxPublishing,
+  kOutboxDead,
+  kHealth,
+  kReadable,
+  kEstimates,
+  kClaim,
+  kStore,
+  kRead
+};
+
+}  // namespace
+
 void BacklogCollector::collect_once() {
   std::lock_guard collect(state_->collect_mutex);
   const auto started = std::chrono::steady_clock::now();
   const auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   };
+  struct SectionOutcome {
+    double age = 0;
+    bool computed = false;
+  };
+  SectionOutcome inbox_outcome, outbox_outcome;
 
   Snapshot snapshot;
   try {
+    // Not READ ONLY: the elected process locks and updates its section's row.
     Tx tx = pool_->begin(LoanUse::BoxcarOnly);  // SET LOCAL and its own queries only
-    tx.exec("SET TRANSACTION READ ONLY");
-    tx.exec("SET LOCAL statement_timeout = " + std::to_string(kStatementTimeoutMs));
+    // One round trip for the settings (one statement: Tx::exec uses the extended protocol):
+    // - the planner costs the per-consumer loops for ~100 consumers of a large backlog,
+    //   past jit_above_cost: compiling them took 1.1 s here, a hundred times their run;
+    // - the capped scans must walk their index in order and stop at the LIMIT; for a
+    //   consumer its statistics call small the planner would pick a bitmap scan, which
+    //   reads every entry of the consumer first (backlog_queries.hpp); no query of the
+    //   collector gains from one;
+    // - the elected process's snapshot write needs no WAL flush before the commit returns:
+    //   lost in a crash, the next cycle computes the figures again.
+    // set_config(..., true) is SET LOCAL.
+    tx.exec("SELECT pg_catalog.set_config('statement_timeout', '" + std::to_string(kStatementTimeoutMs) +
+            "', true), pg_catalog.set_config('jit', 'off', true), pg_catalog.set_config('enable_bitmapscan', 'off', "
+            "true), pg_catalog.set_config('synchronous_commit', 'off', true)");
     const auto& q = state_->queries;
     const auto& n = state_->names;
+    const auto run = [&](Query query, auto&&... parameters) {
+      return tx.exec_prepared(n[query], q[query].sql, std::forward<decltype(parameters)>(parameters)...);
+    };
+    const double interval_seconds = std::chrono::duration<double>(options_.interval).count();
+    const long long rows_per_consumer = static_cast<long long>(options_.exact_cap) + 1;
 
-    const auto readable = tx.exec_prepared(n[7], q[7].sql, options_.schema).at(0);
+    const auto readable = run(kReadable, options_.schema).at(0);
     snapshot.inbox_readable = readable["inbox"].as<bool>();
     snapshot.outbox_readable = readable["outbox"].as<bool>();
+    // A role without the snapshot's grants (the operator) computes alone, as before 0011.
+    const bool snapshot_read = readable["snapshot_read"].as<bool>();
+    const bool elects = snapshot_read && readable["snapshot_write"].as<bool>();
 
-    if (snapshot.inbox_readable) {
-      for (const auto& row : tx.exec_prepared(n[0], q[0].sql)) {
-        auto& consumer = snapshot.consumers[row["consumer"].as<std::string>()];
-        consumer.by_status["PENDING"] = row["pending"].as<double>();
-        consumer.by_status["RETRYABLE"] = row["retryable"].as<double>();
-        consumer.oldest_due_age = row["oldest_due_age"].as<double>();
+    // Per section: compute (elected, or alone), else export what the elected one stored.
+    // Returns whether figures were found; `compute` fills `snapshot` and returns them.
+    const auto section = [&](const std::string& name, bool can_compute, SectionOutcome& outcome, const auto& compute,
+                             const auto& load) {
+      if (can_compute && (!elects || !run(kClaim, name, interval_seconds).empty())) {
+        const nlohmann::json figures = compute();
+        if (elects) run(kStore, name, figures.dump(), options_.identity);
+        outcome.computed = true;
+        return true;
       }
-      for (const auto& row : tx.exec_prepared(n[1], q[1].sql))
-        snapshot.consumers[row["consumer"].as<std::string>()].by_status["PROCESSING"] = row["processing"].as<double>();
-      for (const auto& row : tx.exec_prepared(n[2], q[2].sql))
-        snapshot.consumers[row["consumer"].as<std::string>()].by_status["DEAD"] = row["dead"].as<double>();
-    }
+      if (!snapshot_read) return false;
+      const auto stored = run(kRead, name).at(0);
+      if (!stored["computed"].as<bool>()) return false;
+      load(nlohmann::json::parse(stored["figures"].as<std::string>()));
+      outcome.age = stored["age"].as<double>();
+      return true;
+    };
 
-    if (snapshot.outbox_readable) {
-      const auto due = tx.exec_prepared(n[3], q[3].sql).at(0);
-      snapshot.outbox["PENDING"] = due["pending"].as<double>();
-      snapshot.outbox["RETRYABLE"] = due["retryable"].as<double>();
-      const auto publishing = tx.exec_prepared(n[4], q[4].sql).at(0);
-      snapshot.outbox["PUBLISHING"] = publishing["publishing"].as<double>();
-      snapshot.outbox_oldest_age = std::max(due["oldest_age"].as<double>(), publishing["oldest_age"].as<double>());
-      snapshot.outbox["DEAD"] = tx.exec_prepared(n[5], q[5].sql).at(0)["dead"].as<double>();
-    }
+    snapshot.inbox_known = section(
+        "inbox", snapshot.inbox_readable, inbox_outcome,
+        [&] {
+          const double cap = static_cast<double>(options_.exact_cap);
+          std::set<std::string> above_cap;  // consumers with at least one estimated status
+          for (const auto& row : run(kClaimable, rows_per_consumer)) {
+            const auto name = row["consumer"].as<std::string>();
+            auto& consumer = snapshot.consumers[name];
+            consumer.by_status["PENDING"] = row["pending"].as<double>();
+            consumer.by_status["RETRYABLE"] = row["retryable"].as<double>();
+            consumer.oldest_due_age = row["oldest_due_age"].as<double>();
+            // One scan reads both statuses: above the cap, neither is known exactly.
+            if (row["seen"].as<double>() > cap) {
+              consumer.estimated.insert({"PENDING", "RETRYABLE"});
+              above_cap.insert(name);
+            }
+          }
+          const auto capped = [&](Query query, const char* column, std::string_view status) {
+            for (const auto& row : run(query, rows_per_consumer)) {
+              const auto name = row["consumer"].as<std::string>();
+              auto& consumer = snapshot.consumers[name];
+              consumer.by_status[std::string(status)] = row[column].as<double>();
+              if (row[column].as<double>() > cap) {
+                consumer.estimated.insert(std::string(status));
+                above_cap.insert(name);
+              }
+            }
+          };
+          capped(kProcessing, "processing", "PROCESSING");
+          capped(kDead, "dead", "DEAD");
+          // Above the cap: the statistics' estimate, never below what the capped scan saw.
+          if (!above_cap.empty())
+            for (const auto& row : run(kEstimates, options_.schema)) {
+              if (row["consumer"].is_null() || row["status"].is_null()) continue;
+              const auto found = snapshot.consumers.find(row["consumer"].as<std::string>());
+              if (found == snapshot.consumers.end()) continue;
+              const auto status = row["status"].as<std::string>();
+              if (!found->second.estimated.contains(status)) continue;
+              double& count = found->second.by_status[status];
+              count = std::max(count, std::round(row["estimate"].as<double>()));
+            }
+          return inbox_figures(snapshot.consumers);
+        },
+        [&](const nlohmann::json& figures) { snapshot.consumers = inbox_from_figures(figures); });
 
-    for (const auto& row : tx.exec_prepared(n[6], q[6].sql, options_.schema)) {
+    snapshot.outbox_known = section(
+        "outbox", snapshot.outbox_readable, outbox_outcome,
+        [&] {
+          const auto due = run(kOutboxDue).at(0);
+          snapshot.outbox["PENDING"] = due["pending"].as<double>();
+          snapshot.outbox["RETRYABLE"] = due["retryable"].as<double>();
+          const auto publishing = run(kOutboxPublishing).at(0);
+          snapshot.outbox["PUBLISHING"] = publishing["publishing"].as<double>();
+          snapshot.outbox_oldest_age = std::max(due["oldest_age"].as<double>(), publishing["oldest_age"].as<double>());
+          snapshot.outbox["DEAD"] = run(kOutboxDead).at(0)["dead"].as<double>();
+          return outbox_figures(snapshot);
+        },
+        [&](const nlohmann::json& figures) { outbox_from_figures(figures, snapshot); });
+
+    // Catalog only: cheap, so every process reads it itself.
+    for (const auto& row : run(kHealth, options_.schema)) {
       const auto table = row["table_name"].as<std::string>();
       if (table == "inbox_receipts" ? snapshot.inbox_readable : snapshot.outbox_readable)
         snapshot.tables[table] = {row["dead_tuples"].as<double>(), row["size_bytes"].as<double>()};
@@ -197,7 +355,7 @@ void BacklogCollector::collect_once() {
   // Every consumer ever seen keeps being reported: one whose rows are gone drops to 0
   // instead of freezing at its last value.
   // Undeclared ones beyond kMaxUndeclaredConsumers are summed under one label.
-  if (snapshot.inbox_readable) {
+  if (snapshot.inbox_known) {
     ConsumerBacklog folded;
     bool any_folded = false;
     for (auto it = snapshot.consumers.begin(); it != snapshot.consumers.end();) {
@@ -213,6 +371,7 @@ void BacklogCollector::collect_once() {
         continue;
       }
       for (const auto& [status, count] : it->second.by_status) folded.by_status[status] += count;
+      folded.estimated.insert(it->second.estimated.begin(), it->second.estimated.end());
       folded.oldest_due_age = std::max(folded.oldest_due_age, it->second.oldest_due_age);
       any_folded = true;
       it = snapshot.consumers.erase(it);
@@ -228,11 +387,12 @@ void BacklogCollector::collect_once() {
       for (auto status : kInboxStatuses) {
         const auto value = backlog.by_status.find(status);
         metrics_->set_inbox_receipts(consumer, status, value == backlog.by_status.end() ? 0.0 : value->second);
+        metrics_->set_inbox_receipts_estimated(consumer, status, backlog.estimated.contains(status));
       }
       metrics_->set_inbox_oldest_due_age(consumer, backlog.oldest_due_age);
     }
   }
-  if (snapshot.outbox_readable) {
+  if (snapshot.outbox_known) {
     for (auto status : kOutboxStatuses) metrics_->set_outbox_events(status, snapshot.outbox[std::string(status)]);
     metrics_->set_outbox_oldest_unpublished_age(snapshot.outbox_oldest_age);
   }
@@ -241,6 +401,8 @@ void BacklogCollector::collect_once() {
     if (found != snapshot.tables.end())
       metrics_->set_table_health(std::string(table), found->second.dead_tuples, found->second.size_bytes);
   }
+  if (snapshot.inbox_known) metrics_->backlog_snapshot("inbox", inbox_outcome.age, inbox_outcome.computed);
+  if (snapshot.outbox_known) metrics_->backlog_snapshot("outbox", outbox_outcome.age, outbox_outcome.computed);
   metrics_->backlog_collected(elapsed(), true);
 }
 

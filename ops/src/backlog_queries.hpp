@@ -5,51 +5,186 @@
 // "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 //
 // Each query reads exactly one partial index of docs/schema.md, whose predicate it
-// repeats literally so the planner can use it: the cost is proportional to the backlog
-// it counts, never to the retained COMPLETED / PUBLISHED rows (which are not counted at
-// all: they are unbounded, and `boxcar status` or a retention report can estimate them).
-// tests/host/metrics_test.cpp checks the plans on 1,000,000 rows.
+// repeats literally so the planner can use it: never the retained COMPLETED / PUBLISHED
+// rows (which are not counted at all: they are unbounded, and `boxcar status` or a
+// retention report can estimate them). The inbox queries read at most a cap of rows per
+// consumer (above it, kInboxEstimates); only the process elected through backlog_snapshot
+// runs them, once per interval for the whole fleet (docs/operations.md).
+// tests/host/backlog_collector_test.cpp checks the plans on 1,000,000 rows.
 #pragma once
 
 #include <string_view>
 
 namespace boxcar::detail::backlog_sql {
 
+// The inbox figures are read per consumer, each with a bounded number of rows: a
+// `count(*)` over a whole partial index is linear in the backlog (~1.2 s at 1,000,000
+// PENDING rows), which is exactly when the database is busiest. Each query first lists
+// the consumers present in its index by a skip scan (one index descent per consumer,
+// recursively: `min(consumer) > previous`), then, per consumer, counts at most $1 rows
+// of the index, in index order (ORDER BY the index's second column: a bitmap scan would
+// read every entry of the consumer before the LIMIT applies) (the collector passes its exact cap + 1: reading cap + 1 rows means
+// "above the cap", and the collector replaces the count with kInboxEstimates's). Cost:
+// one descent per consumer plus at most $1 index entries (and heap rows, where the
+// status or discarded_at must be read) per consumer, whatever the backlog.
+
 // Due and scheduled backlog per consumer, from inbox_receipts_claimable
-// (consumer, available_at) WHERE status IN ('PENDING', 'RETRYABLE').
-// oldest_due_age: how long the oldest row whose available_at has passed has been due.
+// (consumer, available_at) WHERE status IN ('PENDING', 'RETRYABLE'). $1 (bigint): rows
+// read per consumer at most.
+// seen: rows read (= $1 when the consumer's backlog is above the cap).
+// oldest_due_age: exact, whatever the backlog: the index is ordered by available_at
+// within a consumer, so the oldest due row is the first entry at or before now() — one
+// index lookup per consumer.
 inline constexpr std::string_view kInboxClaimable = R"SQL(
-SELECT consumer,
-       pg_catalog.count(*) FILTER (WHERE status = 'PENDING') AS pending,
-       pg_catalog.count(*) FILTER (WHERE status = 'RETRYABLE') AS retryable,
-       coalesce(extract(epoch FROM pg_catalog.now() - pg_catalog.min(available_at) FILTER (WHERE available_at <= pg_catalog.now())), 0)::float8
-         AS oldest_due_age
-FROM {schema}.inbox_receipts
-WHERE status IN ('PENDING', 'RETRYABLE')
-GROUP BY consumer
+WITH RECURSIVE consumers AS (
+  (SELECT r.consumer
+   FROM {schema}.inbox_receipts AS r
+   WHERE r.status IN ('PENDING', 'RETRYABLE')
+   ORDER BY r.consumer
+   LIMIT 1)
+  UNION ALL
+  SELECT (SELECT r.consumer
+          FROM {schema}.inbox_receipts AS r
+          WHERE r.status IN ('PENDING', 'RETRYABLE')
+            AND r.consumer > c.consumer
+          ORDER BY r.consumer
+          LIMIT 1)
+  FROM consumers AS c
+  WHERE c.consumer IS NOT NULL
+)
+SELECT c.consumer,
+       capped.pending,
+       capped.retryable,
+       capped.seen,
+       coalesce(extract(epoch FROM pg_catalog.now() - due.available_at), 0)::float8 AS oldest_due_age
+FROM consumers AS c
+CROSS JOIN LATERAL (
+  SELECT pg_catalog.count(*) FILTER (WHERE s.status = 'PENDING') AS pending,
+         pg_catalog.count(*) FILTER (WHERE s.status = 'RETRYABLE') AS retryable,
+         pg_catalog.count(*) AS seen
+  FROM (SELECT r.status
+        FROM {schema}.inbox_receipts AS r
+        WHERE r.consumer = c.consumer
+          AND r.status IN ('PENDING', 'RETRYABLE')
+        ORDER BY r.available_at
+        LIMIT $1::bigint) AS s
+) AS capped
+LEFT JOIN LATERAL (
+  SELECT r.available_at
+  FROM {schema}.inbox_receipts AS r
+  WHERE r.consumer = c.consumer
+    AND r.status IN ('PENDING', 'RETRYABLE')
+    AND r.available_at <= pg_catalog.now()
+  ORDER BY r.available_at
+  LIMIT 1
+) AS due ON true
+WHERE c.consumer IS NOT NULL
 )SQL";
 
 // In-flight receipts per consumer, from inbox_receipts_leases
 // (consumer, lease_expires_at) WHERE status = 'PROCESSING' (an index-only scan once the
-// visibility map is set).
+// visibility map is set). $1 (bigint): rows read per consumer at most.
 inline constexpr std::string_view kInboxProcessing = R"SQL(
-SELECT consumer,
-       pg_catalog.count(*) AS processing
-FROM {schema}.inbox_receipts
-WHERE status = 'PROCESSING'
-GROUP BY consumer
+WITH RECURSIVE consumers AS (
+  (SELECT r.consumer
+   FROM {schema}.inbox_receipts AS r
+   WHERE r.status = 'PROCESSING'
+   ORDER BY r.consumer
+   LIMIT 1)
+  UNION ALL
+  SELECT (SELECT r.consumer
+          FROM {schema}.inbox_receipts AS r
+          WHERE r.status = 'PROCESSING'
+            AND r.consumer > c.consumer
+          ORDER BY r.consumer
+          LIMIT 1)
+  FROM consumers AS c
+  WHERE c.consumer IS NOT NULL
+)
+SELECT c.consumer,
+       capped.seen AS processing
+FROM consumers AS c
+CROSS JOIN LATERAL (
+  SELECT pg_catalog.count(*) AS seen
+  FROM (SELECT 1
+        FROM {schema}.inbox_receipts AS r
+        WHERE r.consumer = c.consumer
+          AND r.status = 'PROCESSING'
+        ORDER BY r.lease_expires_at
+        LIMIT $1::bigint) AS s
+) AS capped
+WHERE c.consumer IS NOT NULL
 )SQL";
 
 // DEAD receipts an operator has not discarded, per consumer, from inbox_receipts_dead
 // (consumer, updated_at) WHERE status = 'DEAD'. Discarded rows stay DEAD with
-// discarded_at set (0003_operations.sql); they are settled, so not counted.
+// discarded_at set (0003_operations.sql); they are settled, so not counted (but read:
+// the skip scan and the capped scan pass over them). A consumer with only discarded
+// rows is left out. $1 (bigint): rows counted per consumer at most.
 inline constexpr std::string_view kInboxDead = R"SQL(
-SELECT consumer,
-       pg_catalog.count(*) AS dead
-FROM {schema}.inbox_receipts
-WHERE status = 'DEAD'
-  AND discarded_at IS NULL
-GROUP BY consumer
+WITH RECURSIVE consumers AS (
+  (SELECT r.consumer
+   FROM {schema}.inbox_receipts AS r
+   WHERE r.status = 'DEAD'
+   ORDER BY r.consumer
+   LIMIT 1)
+  UNION ALL
+  SELECT (SELECT r.consumer
+          FROM {schema}.inbox_receipts AS r
+          WHERE r.status = 'DEAD'
+            AND r.consumer > c.consumer
+          ORDER BY r.consumer
+          LIMIT 1)
+  FROM consumers AS c
+  WHERE c.consumer IS NOT NULL
+)
+SELECT c.consumer,
+       capped.seen AS dead
+FROM consumers AS c
+CROSS JOIN LATERAL (
+  SELECT pg_catalog.count(*) AS seen
+  FROM (SELECT 1
+        FROM {schema}.inbox_receipts AS r
+        WHERE r.consumer = c.consumer
+          AND r.status = 'DEAD'
+          AND r.discarded_at IS NULL
+        ORDER BY r.updated_at
+        LIMIT $1::bigint) AS s
+) AS capped
+WHERE c.consumer IS NOT NULL
+  AND capped.seen > 0
+)SQL";
+
+// The estimate of a consumer's receipts in one status, for the counts above the cap:
+// ANALYZE's sample of (consumer, status) pairs (the extended statistics
+// inbox_receipts_backlog_mix, 0011_backlog_snapshot.sql) gives each pair's share of the
+// table; times the table's rows now, estimated as the planner does — rows per page at the
+// last ANALYZE times the pages the table has now, so growth since then is counted. A pair
+// missing from the sample (rarer than 1 in ~30,000 rows, or never analysed) has no row
+// here. Catalog reads only. $1 is the schema name (unquoted).
+inline constexpr std::string_view kInboxEstimates = R"SQL(
+SELECT x.most_common_vals[i.n][pg_catalog.array_position(x.attnames, 'consumer'::name)] AS consumer,
+       x.most_common_vals[i.n][pg_catalog.array_position(x.attnames, 'status'::name)] AS status,
+       x.most_common_freqs[i.n] * t.row_estimate AS estimate
+FROM pg_catalog.pg_stats_ext AS x
+CROSS JOIN LATERAL pg_catalog.generate_subscripts(x.most_common_freqs, 1) AS i(n)
+CROSS JOIN LATERAL (
+  SELECT CASE
+           WHEN c.relpages > 0 AND c.reltuples > 0::float4
+             THEN c.reltuples::float8 / c.relpages::float8
+                  * (pg_catalog.pg_relation_size(c.oid)::float8
+                     / pg_catalog.current_setting('block_size')::float8)
+           ELSE 0::float8
+         END AS row_estimate
+  FROM pg_catalog.pg_class AS c
+  JOIN pg_catalog.pg_namespace AS n
+    ON n.oid = c.relnamespace
+  WHERE n.nspname = x.schemaname
+    AND c.relname = x.tablename
+) AS t
+WHERE x.schemaname = $1::name
+  AND x.tablename = 'inbox_receipts'::name
+  AND x.statistics_name = 'inbox_receipts_backlog_mix'::name
 )SQL";
 
 // Outbox backlog waiting for a publisher, from outbox_events_due
@@ -99,14 +234,57 @@ ORDER BY c.relname
 )SQL";
 
 // Which of the two tables this session may read: with least-privilege roles
-// (docs/security.md, section 2) a host collects only what its role may SELECT (the
+// (docs/security.md, section 2) a host computes only the figures its role may SELECT (the
 // worker and ingress the inbox, the publisher the outbox, the operator both). A
-// column-level grant (the worker's SELECT (id) on the outbox) does not count. $1 is the
-// schema name (unquoted).
+// column-level grant (the worker's SELECT (id) on the outbox) does not count. And whether
+// it may take part in the fleet's election (backlog_snapshot: SELECT to read the last
+// figures, UPDATE to lock the row and store new ones). $1 is the schema name (unquoted).
 inline constexpr std::string_view kReadableTables = R"SQL(
 SELECT pg_catalog.has_table_privilege(pg_catalog.format('%I.inbox_receipts', s.name), 'SELECT') AS inbox,
-       pg_catalog.has_table_privilege(pg_catalog.format('%I.outbox_events', s.name), 'SELECT') AS outbox
+       pg_catalog.has_table_privilege(pg_catalog.format('%I.outbox_events', s.name), 'SELECT') AS outbox,
+       pg_catalog.has_table_privilege(pg_catalog.format('%I.backlog_snapshot', s.name), 'SELECT') AS snapshot_read,
+       pg_catalog.has_column_privilege(pg_catalog.format('%I.backlog_snapshot', s.name), 'figures', 'UPDATE')
+         AS snapshot_write
 FROM (SELECT $1::text AS name) AS s
+)SQL";
+
+// The election of one section's collector (backlog_snapshot, 0011): the row is returned,
+// and stays locked until this transaction ends, only when its figures are at least $2
+// seconds old (the collection interval) and no other process holds it — that process is
+// computing them now. Everyone else reads the last figures (kSnapshotRead), which a row
+// lock never blocks. A process that dies while elected rolls back and releases the row;
+// the next one whose cycle finds it old computes. $1 = section, $2 = interval in seconds.
+inline constexpr std::string_view kSnapshotClaim = R"SQL(
+SELECT section
+FROM {schema}.backlog_snapshot
+WHERE section = $1::text
+  AND collected_at <= pg_catalog.now() - pg_catalog.make_interval(secs => $2::float8)
+FOR NO KEY UPDATE SKIP LOCKED
+)SQL";
+
+// Stores the figures the elected process computed, in its claiming transaction.
+// $1 = section, $2 = figures (JSON), $3 = the process's identity.
+inline constexpr std::string_view kSnapshotStore = R"SQL(
+UPDATE {schema}.backlog_snapshot
+SET figures = $2::jsonb,
+    collected_at = pg_catalog.now(),
+    collected_by = $3::text
+WHERE section = $1::text
+)SQL";
+
+// The last figures of a section, their age and who computed them. computed is false
+// before the first collection (figures '{}'). $1 = section.
+inline constexpr std::string_view kSnapshotRead = R"SQL(
+SELECT figures::text AS figures,
+       collected_by,
+       pg_catalog.isfinite(collected_at) AS computed,
+       CASE
+         WHEN pg_catalog.isfinite(collected_at)
+           THEN extract(epoch FROM pg_catalog.now() - collected_at)::float8
+         ELSE 0::float8
+       END AS age
+FROM {schema}.backlog_snapshot
+WHERE section = $1::text
 )SQL";
 
 }  // namespace boxcar::detail::backlog_sql

@@ -362,7 +362,12 @@ std::vector<ConfigKey> build_table() {
           "/healthz fails when a loop (readiness check, publisher) has not beaten for this long beyond its own "
           "longest legitimate iteration"),
       millis(
-          "metrics.backlog_interval_ms", [](auto& c) -> auto& { return c.backlog.interval; }, "backlog query cadence"),
+          "metrics.backlog_interval_ms", [](auto& c) -> auto& { return c.backlog.interval; },
+          "backlog collection cadence; the fleet's stored figures are recomputed once they are this old"),
+      number(
+          "metrics.backlog_exact_cap", [](auto& c) -> auto& { return c.backlog.exact_cap; },
+          "inbox backlog counts are exact up to this many receipts per consumer and status group, estimated "
+          "above (boxcar_inbox_receipts_estimated)"),
       choice("log.format", [](auto& c) -> auto& { return c.log_format; }, "`json`: one JSON object per line",
              {"text", "json"}),
       choice("log.level", [](auto& c) -> auto& { return c.log_level; }, "spdlog level",

@@ -5,7 +5,11 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
+#include <vector>
+
+#include <pqxx/pqxx>
 
 #include "boxcar/ops/backlog_collector.hpp"
 #include "boxcar/inbox/inbox.hpp"
@@ -139,8 +143,10 @@ TEST_CASE("a consumer whose backlog drains drops to zero instead of keeping its 
   inbox.accept(message("legacy.v1", "l-1"));
   inbox.accept(message("legacy.v1", "l-2"));
   s.set("l-2", "status = 'DEAD', dead_reason = 'UNSUPPORTED_EVENT'");
-  // Only orders is declared: legacy.v1 is an orphan, reported because it has rows.
-  BacklogCollector collector(s.pool, s.metrics, {.schema = s.db.schema(), .declared_consumers = {kOrders}});
+  // Only orders is declared: legacy.v1 is an orphan, reported because it has rows. An
+  // interval of 1 ms: the fleet's figures are always old enough to be recomputed.
+  BacklogCollector collector(s.pool, s.metrics,
+                             {.schema = s.db.schema(), .declared_consumers = {kOrders}, .interval = 1ms});
   collector.collect_once();
   CHECK(s.inbox("legacy.v1", "PENDING") == 1);
   CHECK(s.inbox("legacy.v1", "DEAD") == 1);
@@ -157,7 +163,7 @@ TEST_CASE("a failed backlog collection throws, is counted and leaves the gauges 
   BacklogSetup s;
   Inbox inbox(s.pool, {.schema = s.db.schema(), .consumers = {kOrders}, .notify = false});
   inbox.accept(message(kOrders, "o-1"));
-  BacklogCollector good(s.pool, s.metrics, {.schema = s.db.schema(), .declared_consumers = {kOrders}});
+  BacklogCollector good(s.pool, s.metrics, {.schema = s.db.schema(), .declared_consumers = {kOrders}, .interval = 1ms});
   good.collect_once();
   REQUIRE(s.inbox(kOrders, "PENDING") == 1);
 
@@ -259,17 +265,25 @@ TEST_CASE("every backlog query reads its partial index, not the table, on 1,000,
       {"inbox_claimable", "inbox_receipts_claimable"}, {"inbox_processing", "inbox_receipts_leases"},
       {"inbox_dead", "inbox_receipts_dead"},           {"outbox_due", "outbox_events_due"},
       {"outbox_publishing", "outbox_events_leases"},   {"outbox_dead", "outbox_events_dead"}};
+  // The per-consumer capped scans must walk their index in order and stop at the LIMIT:
+  // a Sort (after a bitmap or another index's scan) would read every entry of the
+  // consumer first.
+  const std::set<std::string> capped = {"inbox_claimable", "inbox_processing", "inbox_dead"};
   const auto queries = BacklogCollector::queries(db.schema());
-  REQUIRE(queries.size() == 8);
+  REQUIRE(queries.size() == 12);
   for (const auto& query : queries) {
+    if (query.name.rfind("snapshot_", 0) == 0) continue;  // primary-key lookups on a two-row table
     std::string sql = query.sql;
     if (const auto parameter = sql.find("$1"); parameter != std::string::npos)
-      sql.replace(parameter, 2, "'" + db.schema() + "'");
+      sql.replace(parameter, 2, capped.contains(query.name) ? std::string("10001") : "'" + db.schema() + "'");
     std::string plan;
-    for (const auto& row : db.query("EXPLAIN " + sql)) plan += std::string(row[0].c_str()) + "\n";
+    // As the collector's transaction runs them (SET LOCAL in backlog_collector.cpp).
+    for (const auto& row : db.query("SET jit = off; SET enable_bitmapscan = off; EXPLAIN " + sql))
+      plan += std::string(row[0].c_str()) + "\n";
     INFO(query.name << " plan:\n" << plan);
     CHECK_THAT(plan, !Contains("Seq Scan on inbox_receipts"));
     CHECK_THAT(plan, !Contains("Seq Scan on outbox_events"));
+    if (capped.contains(query.name)) CHECK_THAT(plan, !Contains("Sort"));
     if (expected_index.contains(query.name)) CHECK_THAT(plan, Contains(expected_index.at(query.name)));
   }
 
@@ -322,4 +336,199 @@ TEST_CASE("undeclared consumers in the table beyond 20 are summed under one labe
   // A second collection keeps the same series.
   collector.collect_once();
   CHECK(s.inbox("(undeclared)", "PENDING") == 30);
+}
+
+namespace {
+
+// The backlog gauges of an exposition (the figures, not the per-process collection
+// metrics), line by line.
+std::vector<std::string> backlog_lines(const Exposition& e) {
+  std::vector<std::string> lines;
+  std::istringstream text(e.text());
+  for (std::string line; std::getline(text, line);)
+    for (const char* name : {"boxcar_inbox_receipts", "boxcar_inbox_oldest_due_age_seconds", "boxcar_outbox_events",
+                             "boxcar_outbox_oldest_unpublished_age_seconds"})
+      if (line.rfind(name, 0) == 0) lines.push_back(line);
+  return lines;
+}
+
+double computed(const Metrics& metrics, const std::string& section) {
+  return Exposition(metrics.serialize())
+      .value("boxcar_backlog_snapshot_computed_total", {{"section", section}})
+      .value_or(-1);
+}
+
+}  // namespace
+
+TEST_CASE("inbox counts are exact up to the cap and a labelled estimate above it, the oldest due age always exact") {
+  BacklogSetup s;
+  Inbox inbox(s.pool, {.schema = s.db.schema(), .consumers = {kOrders, kAudit, kBilling}, .notify = false});
+  // orders: 5 PENDING (above a cap of 3), the oldest due for 600 s. audit: exactly 3
+  // PENDING (at the cap: exact) and 4 DEAD (above). billing: 1 PROCESSING.
+  for (int i = 0; i < 5; ++i) inbox.accept(message(kOrders, "o-" + std::to_string(i)));
+  s.set("o-0", "available_at = now() - interval '600 seconds'");
+  for (int i = 0; i < 7; ++i) inbox.accept(message(kAudit, "a-" + std::to_string(i)));
+  for (int i = 3; i < 7; ++i) s.set("a-" + std::to_string(i), "status = 'DEAD', dead_reason = 'HANDLER_PERMANENT'");
+  inbox.accept(message(kBilling, "b-0"));
+  s.set("b-0",
+        "status = 'PROCESSING', claim_token = gen_random_uuid(), lease_expires_at = now() + interval '1 minute'");
+  const auto estimated = [&](const std::string& consumer, const std::string& status) {
+    return s.scrape().value("boxcar_inbox_receipts_estimated", {{"consumer", consumer}, {"status", status}});
+  };
+
+  // Before any ANALYZE there is no statistic: above the cap the count is what the capped
+  // scan saw (cap + 1), a lower bound, and it says it is an estimate.
+  BacklogCollector early(s.pool, s.metrics, {.schema = s.db.schema(), .exact_cap = 3});
+  early.collect_once();
+  CHECK(s.inbox(kOrders, "PENDING") >= 4);
+  CHECK(estimated(kOrders, "PENDING") == 1);
+
+  // With statistics (ANALYZE samples the whole of this small table, so its frequencies
+  // are exact): the estimate is the count.
+  s.db.query("ANALYZE {schema}.inbox_receipts");
+  s.db.query("UPDATE {schema}.backlog_snapshot SET collected_at = '-infinity'");
+  BacklogCollector collector(s.pool, s.metrics, {.schema = s.db.schema(), .exact_cap = 3});
+  collector.collect_once();
+  CHECK(s.inbox(kOrders, "PENDING") == 5);
+  CHECK(estimated(kOrders, "PENDING") == 1);
+  // One capped scan reads PENDING and RETRYABLE together: both are estimates.
+  CHECK(s.inbox(kOrders, "RETRYABLE") == 0);
+  CHECK(estimated(kOrders, "RETRYABLE") == 1);
+  const auto orders_age = s.scrape().value("boxcar_inbox_oldest_due_age_seconds", {{"consumer", kOrders}});
+  REQUIRE(orders_age);
+  CHECK(*orders_age >= 599);
+  CHECK(*orders_age < 660);
+
+  CHECK(s.inbox(kAudit, "PENDING") == 3);
+  CHECK(estimated(kAudit, "PENDING") == 0);
+  CHECK(s.inbox(kAudit, "DEAD") == 4);
+  CHECK(estimated(kAudit, "DEAD") == 1);
+  CHECK(s.inbox(kBilling, "PROCESSING") == 1);
+  CHECK(estimated(kBilling, "PROCESSING") == 0);
+  CHECK(estimated(kBilling, "PENDING") == 0);
+
+  // The default cap counts all of these exactly.
+  s.db.query("UPDATE {schema}.backlog_snapshot SET collected_at = '-infinity'");
+  BacklogCollector exact(s.pool, s.metrics, {.schema = s.db.schema()});
+  exact.collect_once();
+  CHECK(s.inbox(kOrders, "PENDING") == 5);
+  CHECK(estimated(kOrders, "PENDING") == 0);
+  CHECK(estimated(kAudit, "DEAD") == 0);
+  CHECK_THROWS_AS(BacklogCollector(s.pool, s.metrics, {.schema = s.db.schema(), .exact_cap = 0}), ConfigError);
+}
+
+TEST_CASE("two collectors in one schema: one computes per interval, and both export the same gauges") {
+  BacklogSetup s;
+  Inbox inbox(s.pool, {.schema = s.db.schema(), .consumers = {kOrders, kAudit}, .notify = false});
+  for (const auto* id : {"o-1", "o-2", "o-3"}) inbox.accept(message(kOrders, id));
+  inbox.accept(message(kAudit, "a-1"));
+  s.set("o-1", "status = 'DEAD', dead_reason = 'HANDLER_PERMANENT'");
+  s.set("o-2", "available_at = now() - interval '90 seconds'");
+  OutboxEmitter outbox(s.pool, {.schema = s.db.schema(), .notify = false});
+  {
+    Tx tx = s.pool->begin();
+    outbox.emit(tx, OutboxMessage{.event_type = "thing.emitted", .schema_version = 1, .topic = "things"},
+                {.scope = Scope::tenant("t1")});
+    tx.commit();
+  }
+
+  auto metrics_a = std::make_shared<Metrics>();
+  auto metrics_b = std::make_shared<Metrics>();
+  const BacklogOptions options{.schema = s.db.schema(), .declared_consumers = {kOrders, kAudit}, .interval = 1h};
+  BacklogCollector a(s.db.pool(2), metrics_a, options);
+  BacklogCollector b(s.db.pool(2), metrics_b, options);
+  REQUIRE(a.identity() != b.identity());
+
+  a.collect_once();
+  b.collect_once();
+  b.collect_once();
+  a.collect_once();
+  CHECK(computed(*metrics_a, "inbox") == 1);
+  CHECK(computed(*metrics_a, "outbox") == 1);
+  CHECK(computed(*metrics_b, "inbox") == 0);
+  CHECK(computed(*metrics_b, "outbox") == 0);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.backlog_snapshot WHERE collected_by = '" + a.identity() + "'") == 2);
+
+  const Exposition ea(metrics_a->serialize());
+  const Exposition eb(metrics_b->serialize());
+  CHECK(ea.value("boxcar_inbox_receipts", {{"consumer", kOrders}, {"status", "PENDING"}}) == 2);
+  CHECK(ea.value("boxcar_outbox_events", {{"status", "PENDING"}}) == 1);
+  // receipts and their estimated flags, ages, outbox statuses, outbox age
+  CHECK(backlog_lines(ea).size() == 2 * 4 * 2 + 2 + 4 + 1);
+  CHECK(backlog_lines(ea) == backlog_lines(eb));
+  CHECK(eb.value("boxcar_backlog_snapshot_age_seconds", {{"section", "inbox"}}) >= 0);
+  CHECK(eb.value("boxcar_backlog_last_success_timestamp_seconds") > 1.7e9);
+
+  // Running side by side in the background, the fleet computes at most once per interval:
+  // collections start at least one interval after the stored figures were collected.
+  const BacklogOptions fast{.schema = s.db.schema(), .declared_consumers = {kOrders}, .interval = 200ms};
+  auto metrics_c = std::make_shared<Metrics>();
+  auto metrics_d = std::make_shared<Metrics>();
+  s.db.query("UPDATE {schema}.backlog_snapshot SET collected_at = '-infinity'");
+  const auto started = std::chrono::steady_clock::now();
+  {
+    BacklogCollector c(s.db.pool(2), metrics_c, fast);
+    BacklogCollector d(s.db.pool(2), metrics_d, fast);
+    c.start();
+    d.start();
+    CHECK(eventually([&] { return computed(*metrics_c, "inbox") + computed(*metrics_d, "inbox") >= 5; }, 20s));
+  }
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double computations = computed(*metrics_c, "inbox") + computed(*metrics_d, "inbox");
+  INFO("computations " << computations << " in " << elapsed << " s");
+  CHECK(computations <= elapsed / 0.2 + 1);
+}
+
+TEST_CASE("when the elected collector dies or stops, another one computes at its next cycle") {
+  BacklogSetup s;
+  Inbox inbox(s.pool, {.schema = s.db.schema(), .consumers = {kOrders}, .notify = false});
+  inbox.accept(message(kOrders, "o-1"));
+  auto metrics_a = std::make_shared<Metrics>();
+  auto metrics_b = std::make_shared<Metrics>();
+  const BacklogOptions options{.schema = s.db.schema(), .declared_consumers = {kOrders}, .interval = 1h};
+  auto a = std::make_unique<BacklogCollector>(s.db.pool(2), metrics_a, options);
+  BacklogCollector b(s.db.pool(2), metrics_b, options);
+  a->collect_once();
+  REQUIRE(computed(*metrics_a, "inbox") == 1);
+
+  // a stops; its figures grow old (as after an hour without it); b's next cycle computes.
+  a.reset();
+  inbox.accept(message(kOrders, "o-2"));
+  s.db.query("UPDATE {schema}.backlog_snapshot SET collected_at = now() - interval '2 hours'");
+  b.collect_once();
+  CHECK(computed(*metrics_b, "inbox") == 1);
+  CHECK(Exposition(metrics_b->serialize())
+            .value("boxcar_inbox_receipts", {{"consumer", kOrders}, {"status", "PENDING"}}) == 2);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.backlog_snapshot WHERE section = 'inbox' AND collected_by = '" +
+                    b.identity() + "'") == 1);
+
+  // A process elected and still computing holds the section's row: the others export the
+  // last figures without waiting and without computing them a second time.
+  s.db.query("UPDATE {schema}.backlog_snapshot SET collected_at = now() - interval '2 hours'");
+  auto elected = s.db.connect();
+  pqxx::work holding(elected);
+  const int elected_pid = holding.exec1("SELECT pg_backend_pid()")[0].as<int>();
+  holding.exec("SELECT 1 FROM \"" + s.db.schema() + "\".backlog_snapshot WHERE section = 'inbox' FOR NO KEY UPDATE");
+  auto metrics_c = std::make_shared<Metrics>();
+  BacklogCollector c(s.db.pool(2), metrics_c, options);
+  const auto before = std::chrono::steady_clock::now();
+  c.collect_once();
+  CHECK(std::chrono::steady_clock::now() - before < 5s);
+  CHECK(computed(*metrics_c, "inbox") == 0);
+  CHECK(Exposition(metrics_c->serialize())
+            .value("boxcar_inbox_receipts", {{"consumer", kOrders}, {"status", "PENDING"}}) == 2);
+  CHECK(Exposition(metrics_c->serialize()).value("boxcar_backlog_snapshot_age_seconds", {{"section", "inbox"}}) >=
+        7000);
+
+  // The elected process dies mid-computation: its transaction ends, the row is free, and
+  // the next cycle of another process computes.
+  {
+    auto admin = s.db.connect();
+    pqxx::nontransaction(admin).exec_params("SELECT pg_terminate_backend($1)", elected_pid);
+  }
+  CHECK(eventually([&] {
+    c.collect_once();
+    return computed(*metrics_c, "inbox") == 1;
+  }));
+  CHECK(Exposition(metrics_c->serialize()).value("boxcar_backlog_snapshot_age_seconds", {{"section", "inbox"}}) == 0);
 }

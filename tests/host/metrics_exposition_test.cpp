@@ -36,12 +36,17 @@ TEST_CASE("every metrics method shows up in the exposition under its documented 
   metrics.emit_to_delivered("orders.projected", 0.04);
   metrics.set_in_flight_events(4);
   metrics.set_inbox_receipts("orders.v1", "PENDING", 12);
+  metrics.set_inbox_receipts_estimated("orders.v1", "PENDING", true);
+  metrics.set_inbox_receipts_estimated("orders.v1", "DEAD", false);
   metrics.set_inbox_oldest_due_age("orders.v1", 42.5);
   metrics.set_outbox_events("DEAD", 2);
   metrics.set_outbox_oldest_unpublished_age(9);
   metrics.set_table_health("inbox_receipts", 150, 8192);
   metrics.backlog_collected(0.25, true);
   metrics.backlog_collected(0.75, false);
+  metrics.backlog_snapshot("inbox", 3.5, false);
+  metrics.backlog_snapshot("outbox", 0, true);
+  metrics.backlog_snapshot("outbox", 0, true);
 
   const Exposition e(metrics.serialize());
   CHECK(e.value("boxcar_inbox_accept_total", {{"consumer", "orders.v1"}, {"result", "accepted"}}) == 2);
@@ -82,6 +87,8 @@ TEST_CASE("every metrics method shows up in the exposition under its documented 
   CHECK(e.value("boxcar_publisher_in_flight_events") == 4);
 
   CHECK(e.value("boxcar_inbox_receipts", {{"consumer", "orders.v1"}, {"status", "PENDING"}}) == 12);
+  CHECK(e.value("boxcar_inbox_receipts_estimated", {{"consumer", "orders.v1"}, {"status", "PENDING"}}) == 1);
+  CHECK(e.value("boxcar_inbox_receipts_estimated", {{"consumer", "orders.v1"}, {"status", "DEAD"}}) == 0);
   CHECK(e.value("boxcar_inbox_oldest_due_age_seconds", {{"consumer", "orders.v1"}}) == 42.5);
   CHECK(e.value("boxcar_outbox_events", {{"status", "DEAD"}}) == 2);
   CHECK(e.value("boxcar_outbox_oldest_unpublished_age_seconds") == 9);
@@ -90,6 +97,9 @@ TEST_CASE("every metrics method shows up in the exposition under its documented 
   CHECK(e.value("boxcar_backlog_collection_seconds") == 0.75);
   CHECK(e.value("boxcar_backlog_collection_errors_total") == 1);
   CHECK(e.value("boxcar_backlog_last_success_timestamp_seconds") > 1.7e9);
+  CHECK(e.value("boxcar_backlog_snapshot_age_seconds", {{"section", "inbox"}}) == 3.5);
+  CHECK(e.value("boxcar_backlog_snapshot_computed_total", {{"section", "inbox"}}) == 0);
+  CHECK(e.value("boxcar_backlog_snapshot_computed_total", {{"section", "outbox"}}) == 2);
 
   CHECK(e.has_line("# TYPE boxcar_inbox_accept_total counter"));
   CHECK(e.has_line("# TYPE boxcar_inbox_handler_duration_seconds histogram"));

@@ -136,6 +136,9 @@ TEST_CASE("each role is refused with SQLSTATE 42501 every statement it must not 
       {"truncate the inbox", "TRUNCATE {schema}.inbox_receipts"},
       {"truncate the outbox", "TRUNCATE {schema}.outbox_events"},
       {"write the migrations table", "DELETE FROM {schema}.schema_migrations"},
+      {"add a backlog snapshot section", "INSERT INTO {schema}.backlog_snapshot (section) VALUES ('planted')"},
+      {"delete the backlog snapshot", "DELETE FROM {schema}.backlog_snapshot"},
+      {"rename a backlog snapshot section", "UPDATE {schema}.backlog_snapshot SET section = 'outbox'"},
   };
   const std::vector<std::pair<std::string, std::vector<Refusal>>> table = {
       {f.names.ingress,
@@ -172,7 +175,8 @@ TEST_CASE("each role is refused with SQLSTATE 42501 every statement it must not 
         {"rewrite a receipt's payload", "UPDATE {schema}.inbox_receipts SET payload = '{}'"},
         {"claim a receipt", "UPDATE {schema}.inbox_receipts SET claim_token = gen_random_uuid()"},
         {"re-route an event", "UPDATE {schema}.outbox_events SET topic = 'elsewhere'"},
-        {"mark an event published", "UPDATE {schema}.outbox_events SET published_at = now()"}}},
+        {"mark an event published", "UPDATE {schema}.outbox_events SET published_at = now()"},
+        {"overwrite the fleet's backlog figures", "UPDATE {schema}.backlog_snapshot SET figures = '{}'"}}},
   };
   for (const auto& [role, refusals] : table) {
     auto all = refusals;
@@ -316,7 +320,10 @@ TEST_CASE("the full pipeline runs with one LOGIN user per role: accept, work and
     BacklogCollector(publisher_pool, metrics, {.schema = f.db.schema()}).collect_once();
     const Exposition scraped(metrics->serialize());
     CHECK(scraped.value("boxcar_outbox_events", {{"status", "PENDING"}}) == 0.0);
-    CHECK_FALSE(scraped.value("boxcar_inbox_receipts", {{"consumer", consumer}, {"status", "DEAD"}}).has_value());
+    // The publisher cannot read the inbox, and never computes its figures, but it exports
+    // those the ingress's collector stored for the fleet (backlog_snapshot).
+    CHECK(scraped.value("boxcar_inbox_receipts", {{"consumer", consumer}, {"status", "DEAD"}}) == 1.0);
+    CHECK(scraped.value("boxcar_backlog_snapshot_computed_total", {{"section", "inbox"}}) == 0.0);
   }
 
   // operator: status, the DEAD record, its discard, and a purge.

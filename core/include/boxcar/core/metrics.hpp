@@ -58,8 +58,12 @@ class Metrics {
   void set_in_flight_events(std::size_t events);
 
   // Backlog, set by the background collector (never computed per scrape).
-  /// boxcar_inbox_receipts{consumer,status} (gauge).
+  /// boxcar_inbox_receipts{consumer,status} (gauge): exact up to the collector's cap, an
+  /// estimate above it (see set_inbox_receipts_estimated).
   void set_inbox_receipts(const std::string& consumer, std::string_view status, double count);
+  /// boxcar_inbox_receipts_estimated{consumer,status} (gauge): 1 when the matching
+  /// boxcar_inbox_receipts value is an estimate (above the exact cap), 0 when exact.
+  void set_inbox_receipts_estimated(const std::string& consumer, std::string_view status, bool estimated);
   /// boxcar_inbox_oldest_due_age_seconds{consumer} (gauge): how long the oldest due
   /// PENDING/RETRYABLE receipt has been due; 0 when none.
   void set_inbox_oldest_due_age(const std::string& consumer, double seconds);
@@ -71,6 +75,10 @@ class Metrics {
   void set_table_health(const std::string& table, double dead_tuples, double size_bytes);
   /// boxcar_backlog_collection_seconds (gauge) and boxcar_backlog_collection_errors_total.
   void backlog_collected(double seconds, bool ok);
+  /// boxcar_backlog_snapshot_age_seconds{section} (gauge): age of the fleet's figures this
+  /// process exported for `section` (inbox|outbox) at its last collection; and, when this
+  /// process computed them itself, boxcar_backlog_snapshot_computed_total{section}.
+  void backlog_snapshot(std::string_view section, double age_seconds, bool computed_here);
 
   /// Every metric in the Prometheus text exposition format (what /metrics serves).
   std::string serialize() const;
