@@ -268,8 +268,8 @@ std::vector<ConfigKey> build_table() {
           "larger alone is INBOX_ITEM_TOO_LARGE. At most 33554432 (docs/schema.md)"),
       boolean(
           "inbox.group_commit", [](auto& c) -> auto& { return c.inbox_group_commit; },
-          "accept() calls that arrive while another commits share the next transaction (one WAL flush); false: "
-          "each commits alone (README, \"Accepting a message\")"),
+          "true: accept() calls that arrive while two others commit share the next transaction (one WAL flush); "
+          "false: each commits alone (README, \"Accepting a message\")"),
       boolean(
           "worker.enabled", [](auto& c) -> auto& { return c.worker.enabled; }, "false: never claim"),
       list(

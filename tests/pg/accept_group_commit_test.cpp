@@ -130,8 +130,9 @@ TEST_CASE("sixteen threads accepting concurrently get one receipt each, of the r
   TestDatabase db;
   auto metrics = std::make_shared<Metrics>();
   auto pool = db.pool(16);
-  Inbox inbox(pool, {.schema = db.schema(), .consumers = {kConsumer}, .notify = false, .metrics = metrics});
-  REQUIRE(inbox.options().group_commit);  // the default
+  Inbox inbox(
+      pool,
+      {.schema = db.schema(), .consumers = {kConsumer}, .notify = false, .group_commit = true, .metrics = metrics});
   for (int k = 0; k < 10; ++k) inbox.accept(request("retained-" + std::to_string(k)));
 
   constexpr int kThreads = 16;
@@ -186,7 +187,7 @@ TEST_CASE("sixteen threads accepting concurrently get one receipt each, of the r
 
 TEST_CASE("calls queued behind the flushes in flight share one transaction and a conflict fails only its own caller") {
   TestDatabase db;
-  Inbox inbox(db.pool(4), {.schema = db.schema(), .consumers = {kConsumer}, .notify = false});
+  Inbox inbox(db.pool(4), {.schema = db.schema(), .consumers = {kConsumer}, .notify = false, .group_commit = true});
   const Receipt retained = inbox.accept(request("retained"));
   inbox.accept(request("retained-2"));
   REQUIRE(inbox.group_commit_stats().alone_calls == 2);
@@ -223,7 +224,7 @@ TEST_CASE("calls queued behind the flushes in flight share one transaction and a
 
 TEST_CASE("two queued calls of one identity never share a group: the first is accepted, the second a duplicate") {
   TestDatabase db;
-  Inbox inbox(db.pool(4), {.schema = db.schema(), .consumers = {kConsumer}, .notify = false});
+  Inbox inbox(db.pool(4), {.schema = db.schema(), .consumers = {kConsumer}, .notify = false, .group_commit = true});
   HeldFlushes held(db, inbox);
   auto first = attempt_async(inbox, request("twice"));
   REQUIRE(eventually([&] { return inbox.group_commit_stats().waiting == 1; }));
@@ -247,7 +248,9 @@ TEST_CASE("two queued calls of one identity never share a group: the first is ac
 TEST_CASE("an invalid call fails at once and alone even while every flush slot is taken") {
   TestDatabase db;
   auto metrics = std::make_shared<Metrics>();
-  Inbox inbox(db.pool(4), {.schema = db.schema(), .consumers = {kConsumer}, .notify = false, .metrics = metrics});
+  Inbox inbox(
+      db.pool(4),
+      {.schema = db.schema(), .consumers = {kConsumer}, .notify = false, .group_commit = true, .metrics = metrics});
   HeldFlushes held(db, inbox);
   auto a = attempt_async(inbox, request("a"));
   auto b = attempt_async(inbox, request("b"));
@@ -271,7 +274,7 @@ TEST_CASE("an invalid call fails at once and alone even while every flush slot i
 
 TEST_CASE("a lone call with nothing in flight runs at once on its own") {
   TestDatabase db;
-  Inbox inbox(db.pool(4), {.schema = db.schema(), .consumers = {kConsumer}, .notify = false});
+  Inbox inbox(db.pool(4), {.schema = db.schema(), .consumers = {kConsumer}, .notify = false, .group_commit = true});
   auto lone = attempt_async(inbox, request("lone"));
   REQUIRE(lone.wait_for(10s) == std::future_status::ready);  // liveness only
   CHECK(accepted(lone.get()));
@@ -287,7 +290,7 @@ TEST_CASE(
   TestDatabase db;
   TcpProxy proxy("127.0.0.1", port_of(db.url()));
   auto pool = ConnectionPool::create({.url = proxy.route(db.url()), .size = kGroupCommitFlushes});
-  Inbox inbox(pool, {.schema = db.schema(), .consumers = {kConsumer}, .notify = false});
+  Inbox inbox(pool, {.schema = db.schema(), .consumers = {kConsumer}, .notify = false, .group_commit = true});
 
   HeldFlushes held(db, inbox);  // the gates' inserts are autocommit: they send no COMMIT
   constexpr int kQueued = 5;

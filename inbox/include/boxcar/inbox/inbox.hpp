@@ -58,9 +58,11 @@ struct InboxOptions {
   /// max_statement_bytes of records), so one WAL flush serves many calls. A call that
   /// finds a flush slot free runs at once, alone: nothing lingers when idle. Each call
   /// still gets its own receipt or its own error; when a shared commit is uncertain,
-  /// every call of that group is (README, "Accepting a message"). false: every call
-  /// commits on its own, concurrently (the behaviour before group commit).
-  bool group_commit = true;
+  /// every call of that group is (README, "Accepting a message"). false (the default):
+  /// every call commits on its own, concurrently. Off by default because on the shared
+  /// 2-core benchmark machine it was slower than separate commits (docs/benchmarks.md,
+  /// "Group commit"): turn it on where a measurement shows it pays.
+  bool group_commit = false;
   /// Where accept results are counted (boxcar_inbox_accept_total); null: nowhere.
   std::shared_ptr<Metrics> metrics{};
 };
