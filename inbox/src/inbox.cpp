@@ -15,6 +15,7 @@
 #include "boxcar/core/sql_identifier.hpp"
 #include "boxcar/core/tx.hpp"
 #include "boxcar/core/detail/with_schema.hpp"
+#include "accept_coalescer.hpp"
 #include "inbox_queries.hpp"
 #include "prepared_request.hpp"
 
@@ -147,6 +148,13 @@ Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
   queries_->lookup_many_name = "boxcar.inbox.lookup_many." + schema;
   if (options_.notify)
     notifier_ = std::make_unique<detail::AsyncNotifier>(pool_->connection_string(), notify_channel(schema));
+  if (options_.group_commit)
+    coalescer_ = std::make_unique<detail::AcceptCoalescer>(
+        detail::AcceptCoalescer::Limits{.max_items = kGroupCommitMaxCalls,
+                                        .max_bytes = options_.max_statement_bytes,
+                                        .max_flushes = kGroupCommitFlushes},
+        // accept_many counts each item's outcome once: a grouped call is not counted again.
+        [this](std::span<const AcceptRequest> group) { return accept_many(group); });
 }
 
 Inbox::~Inbox() = default;
@@ -158,18 +166,33 @@ void Inbox::count(const std::string& consumer, std::string_view result) const {
 }
 
 Receipt Inbox::accept(const AcceptRequest& request) {
+  std::optional<detail::PreparedRequest> p;
   try {
-    const Receipt receipt = accept_unmetered(request);
-    count(request.consumer, receipt.kind == Receipt::Kind::Accepted ? "accepted" : "duplicate");
-    return receipt;
+    p = detail::prepare_request(request, {.consumers = queries_->consumers,
+                                          .payload_limits = options_.payload_limits,
+                                          .max_statement_bytes = options_.max_statement_bytes});
   } catch (const InboxValidationError&) {
-    count(request.consumer, "invalid");
+    count(request.consumer, "invalid");  // before any queue: an invalid call never joins a group
     throw;
+  }
+  if (!coalescer_) return accept_alone(*p);
+  const std::size_t bytes = p->canonical_payload.size() + p->metadata_json.size() + p->scope_id.size() +
+                            p->source.size() + p->consumer.size() + p->message_id.size() + p->event_type.size();
+  return coalescer_->accept(request, p->identity_key(), bytes, [&] { return accept_alone(*p); });
+}
+
+GroupCommitStats Inbox::group_commit_stats() const { return coalescer_ ? coalescer_->stats() : GroupCommitStats{}; }
+
+Receipt Inbox::accept_alone(const detail::PreparedRequest& p) {
+  try {
+    const Receipt receipt = accept_unmetered(p);
+    count(p.consumer, receipt.kind == Receipt::Kind::Accepted ? "accepted" : "duplicate");
+    return receipt;
   } catch (const InboxConflictError&) {
-    count(request.consumer, "conflict");
+    count(p.consumer, "conflict");
     throw;
   } catch (const InboxStorageError&) {
-    count(request.consumer, "storage_error");
+    count(p.consumer, "storage_error");
     throw;
   }
 }
@@ -180,11 +203,7 @@ void Inbox::validate(const AcceptRequest& request) const {
                                     .max_statement_bytes = options_.max_statement_bytes});
 }
 
-Receipt Inbox::accept_unmetered(const AcceptRequest& request) {
-  const auto p = detail::prepare_request(request, {.consumers = queries_->consumers,
-                                                   .payload_limits = options_.payload_limits,
-                                                   .max_statement_bytes = options_.max_statement_bytes});
-
+Receipt Inbox::accept_unmetered(const detail::PreparedRequest& p) {
   for (int round = 1;; ++round) {
     PooledConnection connection;
     try {

@@ -267,6 +267,10 @@ std::vector<ConfigKey> build_table() {
           "byte budget of one accept_many statement (a larger batch takes several, in one transaction); an item "
           "larger alone is INBOX_ITEM_TOO_LARGE. At most 33554432 (docs/schema.md)"),
       boolean(
+          "inbox.group_commit", [](auto& c) -> auto& { return c.inbox_group_commit; },
+          "true: accept() calls that arrive while two others commit share the next transaction (one WAL flush); "
+          "false: each commits alone (README, \"Accepting a message\")"),
+      boolean(
           "worker.enabled", [](auto& c) -> auto& { return c.worker.enabled; }, "false: never claim"),
       list(
           "worker.consumers", [](auto& c) -> auto& { return c.worker.owned_consumers; },

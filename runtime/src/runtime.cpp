@@ -131,6 +131,7 @@ Inbox& Runtime::inbox() {
                                            InboxOptions{.schema = impl_->config.schema,
                                                         .consumers = impl_->config.consumers,
                                                         .max_statement_bytes = impl_->config.inbox_max_statement_bytes,
+                                                        .group_commit = impl_->config.inbox_group_commit,
                                                         .metrics = impl_->metrics});
   }
   return *impl_->inbox;

@@ -84,6 +84,7 @@ TEST_CASE("every key set from the environment under its listed variable reaches 
       {"publisher.backoff_base_ms", "100"}, {"publisher.backoff_cap_ms", "5000"},
       {"pool.acquire_timeout_ms", "1500"},  {"pool.default_parameters", "connect_timeout=3"},
       {"worker.concurrency", "6"},          {"shutdown.grace_ms", "2500"},
+      {"inbox.group_commit", "true"},
   };
   for (const auto& [name, value] : expected) env.push_back(find_config_key(name)->env + "=" + value);
   const RuntimeConfig config = load_config({.environment = env});
@@ -104,6 +105,7 @@ TEST_CASE("every key set from the environment under its listed variable reaches 
   CHECK(config.publisher.backoff.cap == std::chrono::milliseconds(5000));
   CHECK(config.pool.acquire_timeout == std::chrono::milliseconds(1500));
   CHECK(config.worker.shutdown_grace == std::chrono::milliseconds(2500));
+  CHECK(config.inbox_group_commit);  // off by default
 }
 
 TEST_CASE("each key's default is the default of the component option it sets") {
@@ -121,6 +123,7 @@ TEST_CASE("each key's default is the default of the component option it sets") {
         std::to_string(PublisherOptions{}.max_in_flight_batches));
   CHECK(find_config_key("pool.acquire_timeout_ms")->default_value() ==
         std::to_string(PoolOptions{}.acquire_timeout.count()));
+  CHECK(find_config_key("inbox.group_commit")->default_value() == (InboxOptions{}.group_commit ? "true" : "false"));
 }
 
 TEST_CASE("every ConfigError key the libraries throw is a key of the configuration table") {

@@ -8,6 +8,7 @@
 // connection from the pool for the duration of the call.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -25,7 +26,9 @@ namespace boxcar {
 
 namespace detail {
 class AsyncNotifier;
-}
+class AcceptCoalescer;
+struct PreparedRequest;
+}  // namespace detail
 
 /// The largest InboxOptions::max_statement_bytes: accept_many's payloads travel as one
 /// jsonb[] array per statement, and PostgreSQL caps a value at 1 GB and a jsonb value at
@@ -49,8 +52,39 @@ struct InboxOptions {
   std::size_t max_statement_bytes = kDefaultMaxStatementBytes;
   /// Wake idle workers with NOTIFY after accepting (polling covers it when off).
   bool notify = true;
+  /// Group commit: accept() calls that arrive while kGroupCommitFlushes accept() calls
+  /// of this Inbox are committing wait for one of them to end, then share one transaction
+  /// (accept_many semantics per call, at most kGroupCommitMaxCalls calls and
+  /// max_statement_bytes of records), so one WAL flush serves many calls. A call that
+  /// finds a flush slot free runs at once, alone: nothing lingers when idle. Each call
+  /// still gets its own receipt or its own error; when a shared commit is uncertain,
+  /// every call of that group is (README, "Accepting a message"). false (the default):
+  /// every call commits on its own, concurrently. Off by default because on the shared
+  /// 2-core benchmark machine it was slower than separate commits (docs/benchmarks.md,
+  /// "Group commit"): turn it on where a measurement shows it pays.
+  bool group_commit = false;
   /// Where accept results are counted (boxcar_inbox_accept_total); null: nowhere.
   std::shared_ptr<Metrics> metrics{};
+};
+
+/// Most accept() calls one group-commit transaction records (InboxOptions::group_commit).
+inline constexpr std::size_t kGroupCommitMaxCalls = 100;
+/// Most accept() flushes of one Inbox in flight at once with group commit: a call queues
+/// only when this many are. Two keep both the client and the server busy (one group's
+/// statements run while the other's commit waits for its WAL flush) while groups stay
+/// large; docs/benchmarks.md, "Group commit", has the measurements.
+inline constexpr std::size_t kGroupCommitFlushes = 2;
+
+/// Counters of accept()'s group commit since the Inbox was constructed.
+struct GroupCommitStats {
+  /// Calls recorded on their own (nothing in flight, or nobody else queued).
+  std::uint64_t alone_calls = 0;
+  /// Shared transactions run for two or more calls, and the calls they recorded.
+  std::uint64_t groups = 0;
+  std::uint64_t grouped_calls = 0;
+  std::size_t largest_group = 0;
+  /// Calls waiting for the flush in flight right now.
+  std::size_t waiting = 0;
 };
 
 /// One item's outcome in accept_many(): a receipt, or that item's own
@@ -86,8 +120,11 @@ class Inbox {
   Inbox(const Inbox&) = delete;
   Inbox& operator=(const Inbox&) = delete;
 
-  /// Durably records `request` in its own transaction (a single autocommit statement
-  /// in the common case) and returns after it committed.
+  /// Durably records `request` and returns after it committed: alone in a single
+  /// autocommit statement when fewer than kGroupCommitFlushes accept() flushes of this
+  /// Inbox are in flight (or group commit is off), else in one transaction shared with
+  /// the calls that queued meanwhile. Blocks while it waits; holds a pooled connection only while it
+  /// leads a flush.
   /// - new identity: Receipt{Accepted, id, PENDING};
   /// - same identity, same fingerprint: Receipt{Duplicate, id, current status}, the
   ///   stored row untouched;
@@ -95,7 +132,8 @@ class Inbox {
   ///   the item exceeds options().max_statement_bytes);
   /// @throws InboxConflictError for the same identity with a different fingerprint;
   /// @throws InboxStorageError when the database fails (uncertain() when the write may
-  ///   have committed).
+  ///   have committed; in a shared transaction every call of the group gets it, and each
+  ///   must redeliver: the inbox deduplicates).
   Receipt accept(const AcceptRequest& request);
 
   /// Checks `request` exactly as accept() and accept_many() do before they touch the
@@ -115,6 +153,8 @@ class Inbox {
   std::vector<AcceptResult> accept_many(std::span<const AcceptRequest> batch);
 
   const InboxOptions& options() const noexcept { return options_; }
+  /// accept()'s group-commit counters (all zero when options().group_commit is off).
+  GroupCommitStats group_commit_stats() const;
   /// The NOTIFY channel workers LISTEN on for this schema.
   static std::string notify_channel(const std::string& schema);
 
@@ -124,8 +164,12 @@ class Inbox {
   struct Queries;
   std::unique_ptr<Queries> queries_;
   std::unique_ptr<detail::AsyncNotifier> notifier_;
+  std::unique_ptr<detail::AcceptCoalescer> coalescer_;
 
-  Receipt accept_unmetered(const AcceptRequest& request);
+  // The single-row path: one autocommit insert (and a lookup when it found the identity),
+  // counted in the metrics.
+  Receipt accept_alone(const detail::PreparedRequest& p);
+  Receipt accept_unmetered(const detail::PreparedRequest& p);
   void count(const std::string& consumer, std::string_view result) const;
 };
 

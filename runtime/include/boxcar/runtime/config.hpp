@@ -43,6 +43,8 @@ struct RuntimeConfig {
   std::vector<std::string> consumers{};
   /// inbox.max_statement_bytes: the Runtime inbox's InboxOptions::max_statement_bytes.
   std::size_t inbox_max_statement_bytes = kDefaultMaxStatementBytes;
+  /// inbox.group_commit: the Runtime inbox's InboxOptions::group_commit.
+  bool inbox_group_commit = InboxOptions{}.group_commit;
   /// The worker's options; schema, consumers and metrics are filled in by the Runtime.
   WorkerOptions worker{};
   /// The publisher's options (kafka.*, publisher.topics.*); schema and metrics are filled

@@ -1,0 +1,98 @@
+// Group commit for concurrent Inbox::accept() calls (InboxOptions::group_commit).
+//
+// Every autocommit accept() pays its own commit, that is its own WAL flush. The
+// coalescer lets calls that arrive while flushes are in flight (Limits::max_flushes of
+// them) wait in a queue; when a flush ends, the first waiter becomes the leader, takes
+// every queued call (bounded by Limits) and records them in one shared transaction with
+// accept_many semantics, then hands each caller its own result. A call that finds a
+// flush slot free runs at once on its own (no linger when idle), so a lone caller pays
+// nothing for the mechanism.
+//
+// Only the leader of a flush holds a pooled connection; waiting callers hold none.
+// Callers must validate their request before calling: an invalid request never joins a
+// group, so it can never fail its neighbours.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "boxcar/inbox/inbox.hpp"
+
+namespace boxcar::detail {
+
+class AcceptCoalescer {
+ public:
+  struct Limits {
+    /// Most calls one shared transaction records.
+    std::size_t max_items = 100;
+    /// Most record bytes (payload, metadata, identity) one shared transaction carries;
+    /// the first call of a group always joins, whatever its size.
+    std::size_t max_bytes = 0;
+    /// Most flushes in flight at once; a call queues only when this many are. Two lets
+    /// one group's statements run while the other's commit waits for its WAL flush.
+    std::size_t max_flushes = 1;
+  };
+  /// Records one validated call on its own (the single-row path), counting its metrics.
+  using RunAlone = std::function<Receipt()>;
+  /// Records a group in one transaction, one result per request in order, counting each
+  /// item's metrics once (Inbox::accept_many). Throws InboxStorageError when the
+  /// transaction failed as a whole.
+  using RunGroup = std::function<std::vector<AcceptResult>(std::span<const AcceptRequest>)>;
+
+  AcceptCoalescer(Limits limits, RunGroup run_group);
+  AcceptCoalescer(const AcceptCoalescer&) = delete;
+  AcceptCoalescer& operator=(const AcceptCoalescer&) = delete;
+
+  /// Records `request` (already validated; `identity_key` and `bytes` from its prepared
+  /// form) either alone through `run_alone` or as part of a group, and returns its receipt.
+  /// Blocks while an earlier flush is in flight. Two calls with one identity never share
+  /// a group: the later waits for the next one (and then sees a duplicate).
+  /// @throws InboxConflictError for this call's own conflict; InboxStorageError when its
+  ///   transaction failed (every call of that group gets it; uncertain() for all when the
+  ///   commit's outcome is unknown).
+  Receipt accept(const AcceptRequest& request, std::string identity_key, std::size_t bytes, const RunAlone& run_alone);
+
+  GroupCommitStats stats() const;
+
+ private:
+  struct Waiter {
+    const AcceptRequest* request;
+    std::string identity_key;
+    std::size_t bytes;
+    std::condition_variable wake;
+    bool leading = false;  // the flush is this waiter's to run
+    bool done = false;     // a leader delivered this waiter's outcome
+    std::optional<Receipt> receipt{};
+    std::exception_ptr error{};
+  };
+
+  // The designated `leader` and the queued calls that fit with it. Caller holds mutex_.
+  std::vector<Waiter*> take_group(Waiter& leader);
+  // Records `group` in one transaction, hands the flush slot on (`handed_off`) and
+  // delivers every member's outcome but the leader's (group[0]), which it returns
+  // through `own`.
+  void run_group(const std::vector<Waiter*>& group, std::optional<Receipt>& own, std::exception_ptr& own_error,
+                 bool& handed_off);
+  // A flush ended: its slot goes to the longest waiter, or is freed. hand_off_locked()
+  // with mutex_ held.
+  void hand_off();
+  void hand_off_locked();
+
+  const Limits limits_;
+  const RunGroup run_group_;
+  mutable std::mutex mutex_;
+  std::size_t flushes_ = 0;  // running, or handed to a waiter that has yet to wake
+  std::deque<Waiter*> queue_;
+  GroupCommitStats stats_{};
+};
+
+}  // namespace boxcar::detail
