@@ -39,6 +39,21 @@ InboxConflictError conflict_error(const detail::PreparedRequest& p, std::int64_t
 struct RetryBatch {};
 constexpr int kMaxRounds = 3;
 
+// accept_many's statements on one pooled connection in autocommit, for a batch that is a
+// single statement. `committing` turns true before each statement: once one has run, the
+// batch may be recorded whatever happens to the connection after it.
+struct AutocommitStatements {
+  PooledConnection connection;
+  bool& committing;
+  template <typename... Args>
+  pqxx::result exec_prepared(const std::string& name, const std::string& sql, Args&&... args) {
+    connection.prepare_once(name, sql);
+    pqxx::nontransaction statement(*connection);
+    committing = true;
+    return statement.exec_prepared(name, std::forward<Args>(args)...);
+  }
+};
+
 // The row an identity of the batch ended up with.
 struct Stored {
   std::int64_t id;
@@ -290,16 +305,25 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
   // By input index of each leader: its stored row once a statement returned it.
   std::vector<std::optional<Stored>> stored(batch.size());
 
+  // Rows an earlier round inserted: an autocommit round that has to run again (a row
+  // purged before its lookup) keeps them, and they are still this batch's, not duplicates.
+  std::vector<std::optional<std::int64_t>> inserted_earlier(batch.size());
   for (int round = 1;; ++round) {
+    for (std::size_t i = 0; i < stored.size(); ++i)
+      if (stored[i] && stored[i]->inserted) inserted_earlier[i] = stored[i]->id;
     std::fill(stored.begin(), stored.end(), std::nullopt);
+    // From here on a lost connection leaves the outcome unknown: set before the statement
+    // that may commit (the COMMIT, or the insert itself when it runs alone).
     bool committing = false;
-    try {
-      Tx tx = pool_->begin(LoanUse::BoxcarOnly);  // only the inbox's statements
+    // Runs the statements of every slice on `statements` (a Tx, or one autocommit
+    // connection when the batch is one statement).
+    const auto record_slices = [&](auto& statements) {
       for (const auto& slice : slices) {
         const auto& c = slice.columns;
         std::size_t found = 0;
-        for (const auto& row : tx.exec_prepared(queries_->insert_many_name, queries_->insert_many, c[0], c[1], c[2],
-                                                c[3], c[4], c[5], c[6], c[7], c[8], c[9])) {
+        const pqxx::result rows = statements.exec_prepared(queries_->insert_many_name, queries_->insert_many, c[0],
+                                                           c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]);
+        for (const auto& row : rows) {
           if (row["id"].is_null()) continue;  // not visible to the statement's snapshot
           const std::size_t i = slice.leaders.at(row["n"].as<std::size_t>() - 1);
           const bool inserted = row["inserted"].as<bool>();
@@ -314,8 +338,10 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
           for (const std::size_t i : slice.leaders)
             if (!stored[i]) unseen.push_back(i);
           const auto keys_of = identity_columns(unseen, prepared);
-          for (const auto& row : tx.exec_prepared(queries_->lookup_many_name, queries_->lookup_many, keys_of[0],
-                                                  keys_of[1], keys_of[2], keys_of[3], keys_of[4])) {
+          const pqxx::result found_rows =
+              statements.exec_prepared(queries_->lookup_many_name, queries_->lookup_many, keys_of[0], keys_of[1],
+                                       keys_of[2], keys_of[3], keys_of[4]);
+          for (const auto& row : found_rows) {
             const std::size_t i = unseen.at(row["n"].as<std::size_t>() - 1);
             stored[i] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
                                row["fingerprint"].c_str(), false};
@@ -324,12 +350,32 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
             if (!stored[i]) throw RetryBatch{};  // purged between insert and lookup
         }
       }
-      committing = true;
-      tx.commit();
+    };
+    try {
+      if (slices.size() == 1) {
+        // One statement is atomic on its own: autocommit saves the BEGIN and COMMIT round
+        // trips (a lookup of rows a concurrent inserter committed meanwhile, when needed,
+        // is a statement of its own in either mode). This is group commit's common case.
+        AutocommitStatements statements{pool_->acquire(LoanUse::BoxcarOnly), committing};
+        try {
+          record_slices(statements);
+        } catch (...) {
+          statements.connection.discard();
+          throw;
+        }
+      } else {
+        Tx tx = pool_->begin(LoanUse::BoxcarOnly);  // only the inbox's statements
+        record_slices(tx);
+        committing = true;
+        tx.commit();
+      }
+      for (std::size_t i = 0; i < stored.size(); ++i)
+        if (stored[i] && inserted_earlier[i] == stored[i]->id) stored[i]->inserted = true;
       break;
     } catch (const RetryBatch&) {
       if (round >= kMaxRounds)
-        throw InboxStorageError("accept_many: identities kept vanishing between insert and lookup", {}, false);
+        // Autocommit: what the earlier rounds inserted stays, so the outcome is not known.
+        throw InboxStorageError("accept_many: identities kept vanishing between insert and lookup", {}, committing);
     } catch (...) {
       const DatabaseError e = detail::to_database_error(std::current_exception(), "accept_many", committing);
       // 40P01 deadlock / 40001 serialization: the batch rolled back whole; run it again.

@@ -58,10 +58,24 @@ void TcpProxy::arm(Mode mode, const std::string& sql) {
   mode_ = mode;
 }
 
+void TcpProxy::arm_statement(Mode mode, const std::string& name) {
+  {
+    std::lock_guard lock(query_mutex_);
+    // A Bind message after its type and length: the portal name (libpq's unnamed one, an
+    // empty string), then the statement name, each NUL-terminated.
+    query_message_ = std::string(1, '\0') + name + '\0';
+  }
+  mode_ = mode;
+}
+
 bool TcpProxy::take_query_fault(Mode mode, std::string_view bytes) {
   if (mode_ != mode) return false;
   std::lock_guard lock(query_mutex_);
-  if (bytes.find(query_message_) == std::string_view::npos) return false;
+  if (mode == Mode::DropResponseToStatement || mode == Mode::DropRequestOfStatement) {
+    if (bytes.size() < 5 || bytes[0] != 'B' || !bytes.substr(5).starts_with(query_message_)) return false;
+  } else if (bytes.find(query_message_) == std::string_view::npos) {
+    return false;
+  }
   Mode expected = mode;
   return mode_.compare_exchange_strong(expected, Mode::Pass);
 }
@@ -112,11 +126,11 @@ void TcpProxy::pump(int client, int server) {
         swallowing = true;
       }
       const std::string_view bytes(buffer, static_cast<size_t>(n));
-      if (take_query_fault(Mode::DropRequestOf, bytes)) {
+      if (take_query_fault(Mode::DropRequestOf, bytes) || take_query_fault(Mode::DropRequestOfStatement, bytes)) {
         ++faults_;
         break;
       }
-      if (take_query_fault(Mode::DropResponseTo, bytes)) {
+      if (take_query_fault(Mode::DropResponseTo, bytes) || take_query_fault(Mode::DropResponseToStatement, bytes)) {
         ++faults_;
         swallowing = true;
       }

@@ -118,11 +118,14 @@ TEST_CASE("a backend terminated while its insert waits is uncertain and reconcil
   CHECK(redelivered.kind == Receipt::Kind::Accepted);
 }
 
-TEST_CASE("accept_many with a connection lost after its COMMIT landed is uncertain and the redelivery is duplicate") {
+TEST_CASE(
+    "accept_many of several statements with a connection lost after its COMMIT landed is uncertain and the "
+    "redelivery is duplicate") {
   TestDatabase db;
   TcpProxy proxy("127.0.0.1", port_of(db.url()));
   auto pool = ConnectionPool::create({.url = proxy.route(db.url()), .size = 1});
-  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
+  // A small statement budget cuts the batch into several statements: one transaction.
+  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .max_statement_bytes = 300, .notify = false});
   const Receipt earlier = inbox.accept(request("m-0"));  // already retained before the batch
   const std::vector<AcceptRequest> batch = {request("m-0"), request("m-1"), request("m-2")};
 
@@ -150,11 +153,12 @@ TEST_CASE("accept_many with a connection lost after its COMMIT landed is uncerta
 }
 
 TEST_CASE(
-    "accept_many with a connection lost before its COMMIT reached the server is uncertain and the redelivery is accepted") {
+    "accept_many of several statements with a connection lost before its COMMIT reached the server is uncertain and "
+    "the redelivery is accepted") {
   TestDatabase db;
   TcpProxy proxy("127.0.0.1", port_of(db.url()));
   auto pool = ConnectionPool::create({.url = proxy.route(db.url()), .size = 1});
-  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
+  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .max_statement_bytes = 300, .notify = false});
   inbox.accept(request("m-0"));
   const std::vector<AcceptRequest> batch = {request("m-0"), request("m-1"), request("m-2")};
 
@@ -172,6 +176,65 @@ TEST_CASE(
   const auto redelivered = inbox.accept_many(batch);
   REQUIRE(redelivered.size() == 3);
   CHECK(redelivered[0].receipt().kind == Receipt::Kind::Duplicate);  // retained before the batch
+  CHECK(redelivered[1].receipt().kind == Receipt::Kind::Accepted);
+  CHECK(redelivered[2].receipt().kind == Receipt::Kind::Accepted);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
+}
+
+TEST_CASE(
+    "accept_many of one statement runs in autocommit: a lost reply to it is uncertain, it landed, and the "
+    "redelivery is duplicate") {
+  TestDatabase db;
+  TcpProxy proxy("127.0.0.1", port_of(db.url()));
+  auto pool = ConnectionPool::create({.url = proxy.route(db.url()), .size = 1});
+  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
+  const Receipt earlier = inbox.accept(request("m-0"));
+  const std::vector<AcceptRequest> batch = {request("m-0"), request("m-1"), request("m-2")};
+
+  proxy.drop_response_to_statement("boxcar.inbox.insert_many." + db.schema());
+  try {
+    inbox.accept_many(batch);
+    FAIL("expected InboxStorageError");
+  } catch (const InboxStorageError& e) {
+    CHECK(e.uncertain());
+    CHECK(e.code() == "STORAGE_UNCERTAIN");
+  }
+  CHECK(proxy.faults() == 1);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
+
+  const auto redelivered = inbox.accept_many(batch);
+  REQUIRE(redelivered.size() == 3);
+  for (const auto& result : redelivered) {
+    REQUIRE(result.ok());
+    CHECK(result.receipt().kind == Receipt::Kind::Duplicate);
+  }
+  CHECK(redelivered[0].receipt().id == earlier.id);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
+}
+
+TEST_CASE(
+    "accept_many of one statement with its request lost on the way is uncertain, nothing landed, and the redelivery "
+    "is accepted") {
+  TestDatabase db;
+  TcpProxy proxy("127.0.0.1", port_of(db.url()));
+  auto pool = ConnectionPool::create({.url = proxy.route(db.url()), .size = 1});
+  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
+  inbox.accept(request("m-0"));
+  const std::vector<AcceptRequest> batch = {request("m-0"), request("m-1"), request("m-2")};
+
+  proxy.drop_request_of_statement("boxcar.inbox.insert_many." + db.schema());
+  try {
+    inbox.accept_many(batch);
+    FAIL("expected InboxStorageError");
+  } catch (const InboxStorageError& e) {
+    CHECK(e.uncertain());
+  }
+  CHECK(proxy.faults() == 1);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 1);
+
+  const auto redelivered = inbox.accept_many(batch);
+  REQUIRE(redelivered.size() == 3);
+  CHECK(redelivered[0].receipt().kind == Receipt::Kind::Duplicate);
   CHECK(redelivered[1].receipt().kind == Receipt::Kind::Accepted);
   CHECK(redelivered[2].receipt().kind == Receipt::Kind::Accepted);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);

@@ -42,6 +42,12 @@ class TcpProxy {
   /// Like drop_next_response(), but for the next simple-protocol query exactly `sql` (e.g.
   /// "COMMIT") on any connection; other requests pass meanwhile.
   void drop_response_to(const std::string& sql) { arm(Mode::DropResponseTo, sql); }
+  /// Like drop_next_response(), but for the next execution of the prepared statement
+  /// `name` (an extended-protocol Bind of it on the unnamed portal, as libpq sends), e.g.
+  /// an autocommit statement whose commit lands while its answer never does.
+  void drop_response_to_statement(const std::string& name) { arm_statement(Mode::DropResponseToStatement, name); }
+  /// Like drop_next_request(), but for the next execution of the prepared statement `name`.
+  void drop_request_of_statement(const std::string& name) { arm_statement(Mode::DropRequestOfStatement, name); }
   /// Like drop_next_request(), but for the next simple-protocol query exactly `sql`.
   void drop_request_of(const std::string& sql) { arm(Mode::DropRequestOf, sql); }
   /// How many connections a fault was injected into.
@@ -51,8 +57,17 @@ class TcpProxy {
   int connections() const { return connections_; }
 
  private:
-  enum class Mode { Pass, DropResponse, DropRequest, DropResponseTo, DropRequestOf };
+  enum class Mode {
+    Pass,
+    DropResponse,
+    DropRequest,
+    DropResponseTo,
+    DropRequestOf,
+    DropResponseToStatement,
+    DropRequestOfStatement
+  };
   void arm(Mode mode, const std::string& sql);
+  void arm_statement(Mode mode, const std::string& name);
   /// Whether the client's bytes carry the armed query; consumes the fault when they do.
   bool take_query_fault(Mode mode, std::string_view bytes);
   void accept_loop();
