@@ -87,17 +87,7 @@ void MessageProcessor::process_handler_batch(const std::vector<const ClaimedRece
         BatchContext context{.tx = tx, .deadline = deadline, .signal = source.signal()};
         handler_started = true;
         ++stats_.handler_calls;
-        const auto started = Clock::now();
-        struct Timer {
-          const WorkerOptions& options;
-          const std::string& consumer;
-          Clock::time_point started;
-          ~Timer() {
-            if (options.metrics)
-              options.metrics->handler_duration(consumer,
-                                                std::chrono::duration<double>(Clock::now() - started).count());
-          }
-        } timer{options_, locked.front()->consumer, started};
+        const HandlerTimer timer(options_.metrics, locked.front()->consumer);
         outcomes = entry.batch_handler->handle_batch(messages, context);
       }
       if (Clock::now() >= deadline) throw HandlerTimeout("the batch handler returned after its deadline");

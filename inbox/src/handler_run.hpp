@@ -1,11 +1,14 @@
 // What a handler transaction shares between the plain and the batch-handler paths: the
-// failures thrown into the failure path, their texts, and RunningHandlers.
+// failures thrown into the failure path, their texts, RunningHandlers and HandlerTimer.
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <stdexcept>
+#include <string>
 
 #include "boxcar/core/cancellation.hpp"
+#include "boxcar/core/metrics.hpp"
 #include "boxcar/core/tx.hpp"
 #include "deadline_watchdog.hpp"
 #include "in_flight_registry.hpp"
@@ -61,6 +64,24 @@ class RunningHandlers {
   std::size_t key_;
   bool* abandoned_;
   DeadlineWatchdog::Armed armed_;
+};
+
+// One handler call's duration, recorded in boxcar_worker_handler_duration_seconds when
+// the call ends, whether it returned or threw.
+class HandlerTimer {
+ public:
+  HandlerTimer(const std::shared_ptr<Metrics>& metrics, const std::string& consumer)
+      : metrics_(metrics), consumer_(consumer), started_(Clock::now()) {}
+  ~HandlerTimer() {
+    if (metrics_) metrics_->handler_duration(consumer_, std::chrono::duration<double>(Clock::now() - started_).count());
+  }
+  HandlerTimer(const HandlerTimer&) = delete;
+  HandlerTimer& operator=(const HandlerTimer&) = delete;
+
+ private:
+  const std::shared_ptr<Metrics>& metrics_;
+  const std::string& consumer_;
+  Clock::time_point started_;
 };
 
 }  // namespace boxcar::detail

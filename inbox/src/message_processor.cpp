@@ -164,17 +164,7 @@ void MessageProcessor::invoke(const ClaimedReceipt& receipt, Tx& tx, Clock::time
                          .deadline = deadline,
                          .signal = signal};
   ++stats_.handler_calls;
-  const auto started = Clock::now();
-  struct Timer {
-    const MessageProcessor& self;
-    const std::string& consumer;
-    Clock::time_point started;
-    ~Timer() {
-      if (self.options_.metrics)
-        self.options_.metrics->handler_duration(consumer,
-                                                std::chrono::duration<double>(Clock::now() - started).count());
-    }
-  } timer{*this, receipt.consumer, started};
+  const HandlerTimer timer(options_.metrics, receipt.consumer);
   // Before each handler, also within a batch: every handler sees its own message's tenant.
   set_tenant(tx, options_.tenant_setting, receipt.scope);
   handlers_.at(receipt.consumer).handler->handle(receipt.payload, context);

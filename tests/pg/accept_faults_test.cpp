@@ -32,6 +32,27 @@ int port_of(const std::string& url) {
   return std::stoi(m[1]);
 }
 
+// accept_many(batch) fails as a whole with an uncertain storage error.
+void check_uncertain(Inbox& inbox, const std::vector<AcceptRequest>& batch) {
+  try {
+    inbox.accept_many(batch);
+    FAIL("expected InboxStorageError");
+  } catch (const InboxStorageError& e) {
+    CHECK(e.uncertain());
+    CHECK(e.code() == "STORAGE_UNCERTAIN");
+  }
+}
+
+// After a batch of m-0 (retained before it), m-1 and m-2 that never landed, its
+// redelivery finds m-0 and records the other two.
+void check_redelivery_after_rollback(Inbox& inbox, const std::vector<AcceptRequest>& batch) {
+  const auto redelivered = inbox.accept_many(batch);
+  REQUIRE(redelivered.size() == 3);
+  CHECK(redelivered[0].receipt().kind == Receipt::Kind::Duplicate);  // retained before the batch
+  CHECK(redelivered[1].receipt().kind == Receipt::Kind::Accepted);
+  CHECK(redelivered[2].receipt().kind == Receipt::Kind::Accepted);
+}
+
 }  // namespace
 
 TEST_CASE("a connection lost after the insert committed is uncertain and the redelivery is a duplicate") {
@@ -130,13 +151,7 @@ TEST_CASE(
   const std::vector<AcceptRequest> batch = {request("m-0"), request("m-1"), request("m-2")};
 
   proxy.drop_response_to("COMMIT");
-  try {
-    inbox.accept_many(batch);
-    FAIL("expected InboxStorageError");
-  } catch (const InboxStorageError& e) {
-    CHECK(e.uncertain());
-    CHECK(e.code() == "STORAGE_UNCERTAIN");
-  }
+  check_uncertain(inbox, batch);
   CHECK(proxy.faults() == 1);
   // The whole batch committed: each identity is retained exactly once.
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
@@ -163,21 +178,12 @@ TEST_CASE(
   const std::vector<AcceptRequest> batch = {request("m-0"), request("m-1"), request("m-2")};
 
   proxy.drop_request_of("COMMIT");
-  try {
-    inbox.accept_many(batch);
-    FAIL("expected InboxStorageError");
-  } catch (const InboxStorageError& e) {
-    CHECK(e.uncertain());
-  }
+  check_uncertain(inbox, batch);
   CHECK(proxy.faults() == 1);
   // The server saw the connection end inside the transaction: it rolled back.
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 1);
 
-  const auto redelivered = inbox.accept_many(batch);
-  REQUIRE(redelivered.size() == 3);
-  CHECK(redelivered[0].receipt().kind == Receipt::Kind::Duplicate);  // retained before the batch
-  CHECK(redelivered[1].receipt().kind == Receipt::Kind::Accepted);
-  CHECK(redelivered[2].receipt().kind == Receipt::Kind::Accepted);
+  check_redelivery_after_rollback(inbox, batch);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
 }
 
@@ -192,13 +198,7 @@ TEST_CASE(
   const std::vector<AcceptRequest> batch = {request("m-0"), request("m-1"), request("m-2")};
 
   proxy.drop_response_to_statement("boxcar.inbox.insert_many." + db.schema());
-  try {
-    inbox.accept_many(batch);
-    FAIL("expected InboxStorageError");
-  } catch (const InboxStorageError& e) {
-    CHECK(e.uncertain());
-    CHECK(e.code() == "STORAGE_UNCERTAIN");
-  }
+  check_uncertain(inbox, batch);
   CHECK(proxy.faults() == 1);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
 
@@ -223,19 +223,10 @@ TEST_CASE(
   const std::vector<AcceptRequest> batch = {request("m-0"), request("m-1"), request("m-2")};
 
   proxy.drop_request_of_statement("boxcar.inbox.insert_many." + db.schema());
-  try {
-    inbox.accept_many(batch);
-    FAIL("expected InboxStorageError");
-  } catch (const InboxStorageError& e) {
-    CHECK(e.uncertain());
-  }
+  check_uncertain(inbox, batch);
   CHECK(proxy.faults() == 1);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 1);
 
-  const auto redelivered = inbox.accept_many(batch);
-  REQUIRE(redelivered.size() == 3);
-  CHECK(redelivered[0].receipt().kind == Receipt::Kind::Duplicate);
-  CHECK(redelivered[1].receipt().kind == Receipt::Kind::Accepted);
-  CHECK(redelivered[2].receipt().kind == Receipt::Kind::Accepted);
+  check_redelivery_after_rollback(inbox, batch);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
 }
