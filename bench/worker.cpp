@@ -37,6 +37,7 @@
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/inbox/worker.hpp"
 #include "boxcar/core/migrate.hpp"
+#include "boxcar/core/pg_array.hpp"
 #include "boxcar/core/sql_identifier.hpp"
 #include "harness.hpp"
 #include "peak_rss.hpp"
@@ -107,21 +108,6 @@ class InsertRow final : public boxcar::InboxHandler {
   }
 };
 
-// A PostgreSQL array literal of `items`, each quoted: one parameter for an unnest insert.
-std::string text_array(const std::vector<std::string>& items) {
-  std::string out = "{";
-  for (const auto& item : items) {
-    if (out.size() > 1) out += ',';
-    out += '"';
-    for (const char c : item) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  return out + "}";
-}
-
 std::string unnest_insert(const std::string& schema) {
   return "INSERT INTO " + schema +
          ".app_rows (message_id, attempt) SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::int[]))";
@@ -137,8 +123,8 @@ class InsertRows final : public boxcar::InboxBatchHandler {
       ids.push_back(m.message_id);
       attempts.push_back(std::to_string(m.attempt));
     }
-    context.tx.exec_prepared("bench.app_rows_unnest", unnest_insert(kBoxcarSchema), text_array(ids),
-                             text_array(attempts));
+    context.tx.exec_prepared("bench.app_rows_unnest", unnest_insert(kBoxcarSchema), boxcar::pg_array(ids),
+                             boxcar::pg_array(attempts));
     return boxcar::BatchOutcomes(messages.size(), boxcar::MessageOutcome::completed());
   }
 };
@@ -247,7 +233,7 @@ Measurement drain_raw(const std::string& url, int threads, bool batched, Raw sha
               ids += row[0].c_str();
               tokens += row[1].c_str();
             }
-            w.exec_prepared("app_unnest", text_array(message_ids), text_array(attempts));
+            w.exec_prepared("app_unnest", boxcar::pg_array(message_ids), boxcar::pg_array(attempts));
             w.exec_prepared("complete_many", ids + "}", tokens + "}");
             w.commit();
           } else {

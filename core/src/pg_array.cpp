@@ -41,6 +41,12 @@ std::string PgArrayBuilder::finish() && {
   return std::move(text_);
 }
 
+}  // namespace boxcar::detail
+
+namespace boxcar {
+
+using detail::PgArrayBuilder;
+
 std::string pg_array(std::span<const std::int64_t> values) {
   PgArrayBuilder array;
   for (const auto value : values) array.add(value);
@@ -53,4 +59,4 @@ std::string pg_array(std::span<const std::string> values) {
   return std::move(array).finish();
 }
 
-}  // namespace boxcar::detail
+}  // namespace boxcar

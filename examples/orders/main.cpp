@@ -27,6 +27,7 @@
 
 #include "boxcar/runtime/runtime.hpp"
 #include "boxcar/core/migrate.hpp"
+#include "boxcar/core/pg_array.hpp"
 #include "boxcar/core/roles.hpp"
 #include "boxcar/core/shutdown_signals.hpp"
 #include "boxcar/core/sql_identifier.hpp"
@@ -90,7 +91,7 @@ class OrderProjectionBatch final : public boxcar::InboxBatchHandler {
                         "SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), "
                         "pg_catalog.unnest($3::numeric[])) "
                         "ON CONFLICT DO NOTHING",
-                    array(tenants), array(order_ids), array(totals));
+                    boxcar::pg_array(tenants), boxcar::pg_array(order_ids), boxcar::pg_array(totals));
     boxcar::BatchOutcomes outcomes;
     for (std::size_t i = 0; i < messages.size(); ++i) {
       outbox_.emit(context.tx, OrderProjected{order_ids[i], messages[i].payload.at("total").get<double>()},
@@ -101,21 +102,6 @@ class OrderProjectionBatch final : public boxcar::InboxBatchHandler {
   }
 
  private:
-  // A PostgreSQL array literal, every element quoted ('"' and '\' escaped).
-  static std::string array(const std::vector<std::string>& items) {
-    std::string out = "{";
-    for (const auto& item : items) {
-      if (out.size() > 1) out += ',';
-      out += '"';
-      for (const char c : item) {
-        if (c == '"' || c == '\\') out += '\\';
-        out += c;
-      }
-      out += '"';
-    }
-    return out + "}";
-  }
-
   boxcar::OutboxEmitter& outbox_;
   std::string table_;
 };

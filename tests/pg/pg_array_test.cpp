@@ -9,7 +9,7 @@
 #include "boxcar/core/detail/pg_array.hpp"
 #include "test_database.hpp"
 
-using boxcar::detail::pg_array;
+using boxcar::pg_array;
 
 TEST_CASE("PostgreSQL reads every text element of an array literal back unchanged, quotes and backslashes included") {
   boxcar::testing::TestDatabase db;

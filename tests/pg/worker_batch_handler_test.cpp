@@ -9,7 +9,7 @@
 #include <set>
 #include <thread>
 
-#include "boxcar/core/detail/pg_array.hpp"
+#include "boxcar/core/pg_array.hpp"
 #include "boxcar/core/error.hpp"
 #include "boxcar/inbox/worker.hpp"
 #include "boxcar/outbox/outbox_emitter.hpp"
@@ -39,7 +39,7 @@ void insert_app_rows(const std::string& table, std::span<const InboxMessage> mes
   context.tx.exec(
       "INSERT INTO " + table +
           " (message_id, attempt) SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::int[]))",
-      detail::pg_array(ids), detail::pg_array(attempts));
+      pg_array(ids), pg_array(attempts));
 }
 
 BatchOutcomes all_completed(std::span<const InboxMessage> messages) {

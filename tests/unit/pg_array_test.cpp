@@ -7,7 +7,7 @@
 
 #include "boxcar/core/detail/pg_array.hpp"
 
-using boxcar::detail::pg_array;
+using boxcar::pg_array;
 using boxcar::detail::PgArrayBuilder;
 
 TEST_CASE("an empty array literal is a pair of braces") {

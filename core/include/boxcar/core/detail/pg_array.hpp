@@ -1,12 +1,14 @@
-// PostgreSQL array literals ("{1,2,3}", "{\"a\",\"b\"}") for the one-parameter batch
-// statements (`WHERE id = ANY($1::bigint[])`, `unnest($1::text[])`): one helper instead
-// of a hand-rolled loop in every component. Internal to Boxcar's libraries.
+// PgArrayBuilder: the element-by-element form of boxcar::pg_array (boxcar/core/pg_array.hpp),
+// for Boxcar's own batch statements whose values sit inside other structs. Internal to
+// Boxcar's libraries.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "boxcar/core/pg_array.hpp"
 
 namespace boxcar::detail {
 
@@ -30,10 +32,5 @@ class PgArrayBuilder {
   void separate();
   std::string text_;
 };
-
-/// "{1,2,3}" ("{}" when empty): for a `$n::bigint[]` parameter.
-std::string pg_array(std::span<const std::int64_t> values);
-/// "{\"a\",\"b\"}": for a `$n::text[]` (or `::uuid[]`) parameter.
-std::string pg_array(std::span<const std::string> values);
 
 }  // namespace boxcar::detail
