@@ -25,8 +25,7 @@ class OnExit {
 AcceptCoalescer::AcceptCoalescer(Limits limits, RunGroup run_group)
     : limits_(limits), run_group_(std::move(run_group)) {}
 
-Receipt AcceptCoalescer::accept(const AcceptRequest& request, std::string identity_key, std::size_t bytes,
-                                const RunAlone& run_alone) {
+Receipt AcceptCoalescer::accept(const PreparedRequest& request, std::size_t bytes, const RunAlone& run_alone) {
   std::unique_lock lock(mutex_);
   if (flushes_ < limits_.max_flushes) {
     // A flush slot is free (and so nobody is queued): run at once, on the single-row path.
@@ -37,7 +36,7 @@ Receipt AcceptCoalescer::accept(const AcceptRequest& request, std::string identi
     return run_alone();
   }
 
-  Waiter self{.request = &request, .identity_key = std::move(identity_key), .bytes = bytes, .wake = {}};
+  Waiter self{.request = &request, .identity_key = request.identity_key(), .bytes = bytes, .wake = {}};
   queue_.push_back(&self);
   stats_.waiting = queue_.size();
   self.wake.wait(lock, [&] { return self.done || self.leading; });
@@ -85,9 +84,10 @@ std::vector<AcceptCoalescer::Waiter*> AcceptCoalescer::take_group(Waiter& leader
 
 void AcceptCoalescer::run_group(const std::vector<Waiter*>& group, std::optional<Receipt>& own,
                                 std::exception_ptr& own_error, bool& handed_off) {
-  std::vector<AcceptRequest> requests;
+  // The callers block until their outcome is delivered: their prepared requests outlive this.
+  std::vector<const PreparedRequest*> requests;
   requests.reserve(group.size());
-  for (const Waiter* w : group) requests.push_back(*w->request);
+  for (const Waiter* w : group) requests.push_back(w->request);
 
   std::vector<AcceptResult> results;
   std::exception_ptr group_error;

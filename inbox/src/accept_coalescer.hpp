@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "boxcar/inbox/inbox.hpp"
+#include "prepared_request.hpp"
 
 namespace boxcar::detail {
 
@@ -46,26 +47,25 @@ class AcceptCoalescer {
   /// Records a group in one transaction, one result per request in order, counting each
   /// item's metrics once (Inbox::accept_many). Throws InboxStorageError when the
   /// transaction failed as a whole.
-  using RunGroup = std::function<std::vector<AcceptResult>(std::span<const AcceptRequest>)>;
+  using RunGroup = std::function<std::vector<AcceptResult>(const std::vector<const PreparedRequest*>&)>;
 
   AcceptCoalescer(Limits limits, RunGroup run_group);
   AcceptCoalescer(const AcceptCoalescer&) = delete;
   AcceptCoalescer& operator=(const AcceptCoalescer&) = delete;
 
-  /// Records `request` (already validated; `identity_key` and `bytes` from its prepared
-  /// form) either alone through `run_alone` or as part of a group, and returns its receipt.
+  /// Records `request` (validated and prepared; `bytes` its record size) either alone through `run_alone` or as part of a group, and returns its receipt.
   /// Blocks while an earlier flush is in flight. Two calls with one identity never share
   /// a group: the later waits for the next one (and then sees a duplicate).
   /// @throws InboxConflictError for this call's own conflict; InboxStorageError when its
   ///   transaction failed (every call of that group gets it; uncertain() for all when the
   ///   commit's outcome is unknown).
-  Receipt accept(const AcceptRequest& request, std::string identity_key, std::size_t bytes, const RunAlone& run_alone);
+  Receipt accept(const PreparedRequest& request, std::size_t bytes, const RunAlone& run_alone);
 
   GroupCommitStats stats() const;
 
  private:
   struct Waiter {
-    const AcceptRequest* request;
+    const PreparedRequest* request;
     std::string identity_key;
     std::size_t bytes;
     std::condition_variable wake;

@@ -62,7 +62,8 @@ struct Stored {
   bool inserted;
 };
 
-using PreparedBatch = std::vector<std::optional<detail::PreparedRequest>>;
+// One per item of a batch, in input order; null for an item that failed validation.
+using PreparedBatch = std::vector<const detail::PreparedRequest*>;
 
 // One statement's share of a batch: the input indexes of its leaders in identity order
 // (array position n is leaders[n - 1]) and their ten column arrays, kInsertMany's $1..$10.
@@ -169,7 +170,10 @@ Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
                                         .max_bytes = options_.max_statement_bytes,
                                         .max_flushes = kGroupCommitFlushes},
         // accept_many counts each item's outcome once: a grouped call is not counted again.
-        [this](std::span<const AcceptRequest> group) { return accept_many(group); });
+        // The calls were validated and prepared once, in accept(): the group reuses that.
+        [this](const std::vector<const detail::PreparedRequest*>& group) {
+          return accept_prepared(group, std::vector<std::optional<AcceptResult>>(group.size()));
+        });
 }
 
 Inbox::~Inbox() = default;
@@ -193,7 +197,7 @@ Receipt Inbox::accept(const AcceptRequest& request) {
   if (!coalescer_) return accept_alone(*p);
   const std::size_t bytes = p->canonical_payload.size() + p->metadata_json.size() + p->scope_id.size() +
                             p->source.size() + p->consumer.size() + p->message_id.size() + p->event_type.size();
-  return coalescer_->accept(request, p->identity_key(), bytes, [&] { return accept_alone(*p); });
+  return coalescer_->accept(*p, bytes, [&] { return accept_alone(*p); });
 }
 
 GroupCommitStats Inbox::group_commit_stats() const { return coalescer_ ? coalescer_->stats() : GroupCommitStats{}; }
@@ -266,22 +270,32 @@ Receipt Inbox::accept_unmetered(const detail::PreparedRequest& p) {
 
 std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batch) {
   std::vector<std::optional<AcceptResult>> results(batch.size());
-  PreparedBatch prepared(batch.size());
+  std::vector<std::optional<detail::PreparedRequest>> storage(batch.size());
+  PreparedBatch prepared(batch.size(), nullptr);
   const detail::AcceptRules rules{.consumers = queries_->consumers,
                                   .payload_limits = options_.payload_limits,
                                   .max_statement_bytes = options_.max_statement_bytes};
-  // identity key -> index of its first valid occurrence (the one that inserts)
-  std::map<std::string, std::size_t> leaders;
-  std::vector<std::string> keys(batch.size());
   for (std::size_t i = 0; i < batch.size(); ++i) {
     try {
-      prepared[i] = detail::prepare_request(batch[i], rules);
-      keys[i] = prepared[i]->identity_key();
-      leaders.emplace(keys[i], i);
+      storage[i] = detail::prepare_request(batch[i], rules);
+      prepared[i] = &*storage[i];
     } catch (const InboxValidationError& e) {
       results[i].emplace(std::current_exception(), e.code());
       count(batch[i].consumer, "invalid");
     }
+  }
+  return accept_prepared(prepared, std::move(results));
+}
+
+std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail::PreparedRequest*>& prepared,
+                                                 std::vector<std::optional<AcceptResult>> results) {
+  // identity key -> index of its first valid occurrence (the one that inserts)
+  std::map<std::string, std::size_t> leaders;
+  std::vector<std::string> keys(prepared.size());
+  for (std::size_t i = 0; i < prepared.size(); ++i) {
+    if (!prepared[i]) continue;  // its validation error is already in results
+    keys[i] = prepared[i]->identity_key();
+    leaders.emplace(keys[i], i);
   }
   if (leaders.empty()) {
     std::vector<AcceptResult> out;
@@ -303,11 +317,11 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
   for (auto& slice : slices) slice.build_columns(prepared);
 
   // By input index of each leader: its stored row once a statement returned it.
-  std::vector<std::optional<Stored>> stored(batch.size());
+  std::vector<std::optional<Stored>> stored(prepared.size());
 
   // Rows an earlier round inserted: an autocommit round that has to run again (a row
   // purged before its lookup) keeps them, and they are still this batch's, not duplicates.
-  std::vector<std::optional<std::int64_t>> inserted_earlier(batch.size());
+  std::vector<std::optional<std::int64_t>> inserted_earlier(prepared.size());
   for (int round = 1;; ++round) {
     for (std::size_t i = 0; i < stored.size(); ++i)
       if (stored[i] && stored[i]->inserted) inserted_earlier[i] = stored[i]->id;
@@ -386,7 +400,7 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
   }
 
   std::unordered_set<std::string> notified;
-  for (std::size_t i = 0; i < batch.size(); ++i) {
+  for (std::size_t i = 0; i < prepared.size(); ++i) {
     if (results[i]) continue;
     const auto& p = *prepared[i];
     const std::size_t leader = leaders.at(keys[i]);
@@ -406,7 +420,7 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
     if (accepted && notifier_ && notified.insert(p.consumer).second) notifier_->notify(p.consumer);
   }
   std::vector<AcceptResult> out;
-  out.reserve(batch.size());
+  out.reserve(prepared.size());
   for (auto& r : results) out.push_back(std::move(*r));
   return out;
 }

@@ -169,6 +169,10 @@ class Inbox {
   // The single-row path: one autocommit insert (and a lookup when it found the identity),
   // counted in the metrics.
   Receipt accept_alone(const detail::PreparedRequest& p);
+  /// accept_many() after validation: `prepared` holds one entry per item (null for an
+  /// invalid one, whose error `results` already holds).
+  std::vector<AcceptResult> accept_prepared(const std::vector<const detail::PreparedRequest*>& prepared,
+                                            std::vector<std::optional<AcceptResult>> results);
   Receipt accept_unmetered(const detail::PreparedRequest& p);
   void count(const std::string& consumer, std::string_view result) const;
 };
