@@ -17,6 +17,10 @@
 //                   rows in one unnest insert vs (c): claim 32, then one transaction with
 //                   that unnest insert and one UPDATE completing the 32.
 //   batch_handler_noreset_t16  (only when named) the same without the pool's session reset.
+//   batch_handler_lockedraw_t16  (only when named) batch_handler_t16 vs (c) plus the one
+//                   statement Boxcar's guarantees add to it: the lock of the 32 rows under
+//                   their tokens before the handler runs. Splits the gap to (c) into what
+//                   the guarantee costs and what the rest of the Worker costs.
 //   session_reset_t16  per_message_t16 with the pool's session reset (the default) vs the
 //                   same Worker with PoolOptions::reset_sessions = false: the reset's cost.
 // --case NAME (repeatable) runs only the named cases (and skips the latency run unless
@@ -176,7 +180,8 @@ RETURNING r.id, r.claim_token::text, r.message_id, r.attempts
 )sql";
 
 // (a) per message, (b) batched with one INSERT per row, (c) batched with one unnest insert.
-enum class Raw { PerMessage, Batched, Unnest };
+// UnnestLocked: (c) with the lock of the batch under its tokens first.
+enum class Raw { PerMessage, Batched, Unnest, UnnestLocked };
 
 Measurement drain_raw(const std::string& url, int threads, bool batched, Raw shape = Raw::Batched) {
   std::atomic<std::uint64_t> done{0};
@@ -196,6 +201,9 @@ Measurement drain_raw(const std::string& url, int threads, bool batched, Raw sha
                               "FOR NO KEY UPDATE");
         c.prepare("app", "INSERT INTO " + raw + ".app_rows (message_id, attempt) VALUES ($1, $2)");
         c.prepare("app_unnest", unnest_insert(raw));
+        c.prepare("lock_many", "SELECT r.id FROM " + raw +
+                                   ".inbox_receipts AS r JOIN unnest($1::bigint[], $2::uuid[]) AS c(id, token) "
+                                   "ON r.id = c.id AND r.claim_token = c.token ORDER BY r.id FOR NO KEY UPDATE OF r");
         c.prepare("complete", "UPDATE " + raw +
                                   ".inbox_receipts SET status = 'COMPLETED', claim_token = NULL, "
                                   "lease_expires_at = NULL, finished_attempts = finished_attempts + 1, "
@@ -222,7 +230,7 @@ Measurement drain_raw(const std::string& url, int threads, bool batched, Raw sha
               w.exec_prepared("complete", row[0].as<long long>(), row[1].c_str());
               w.commit();
             }
-          } else if (shape == Raw::Unnest) {
+          } else if (shape == Raw::Unnest || shape == Raw::UnnestLocked) {
             pqxx::work w(c);
             std::vector<std::string> message_ids, attempts;
             std::string ids = "{", tokens = "{";
@@ -233,6 +241,7 @@ Measurement drain_raw(const std::string& url, int threads, bool batched, Raw sha
               ids += row[0].c_str();
               tokens += row[1].c_str();
             }
+            if (shape == Raw::UnnestLocked) w.exec_prepared("lock_many", ids + "}", tokens + "}");
             w.exec_prepared("app_unnest", boxcar::pg_array(message_ids), boxcar::pg_array(attempts));
             w.exec_prepared("complete_many", ids + "}", tokens + "}");
             w.commit();
@@ -410,6 +419,14 @@ int main(int argc, char** argv) {
           [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true, Raw::Unnest); },
           [&] {
             return drain_boxcar(url, 16, kClaim, messages, boxcar::WorkerOptions{}.batch_failure_mode, false, true);
+          },
+          std::cout));
+    if (std::find(only.begin(), only.end(), "batch_handler_lockedraw_t16") != only.end())
+      results.push_back(boxcar::bench::compare(
+          "batch_handler_lockedraw_t16", "16 threads, msg/s, batch handler of 32 vs (c) + lock under tokens", rounds,
+          [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true, Raw::UnnestLocked); },
+          [&] {
+            return drain_boxcar(url, 16, kClaim, messages, boxcar::WorkerOptions{}.batch_failure_mode, true, true);
           },
           std::cout));
     // What the pool's session reset costs: one more round trip per handler transaction.

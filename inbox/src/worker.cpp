@@ -1,8 +1,9 @@
 // The worker's threads: a dispatcher that claims (woken by NOTIFY, or polling), recovers
 // expired leases, runs the suspect lane (one suspect at a time, once nothing else is
-// queued or in flight) and feeds a bounded local queue; handler threads that drain it; and a
-// supervisor that abandons and replaces a handler thread whose handler ignores its
-// deadline.
+// queued or in flight) and feeds a bounded local queue; handler threads that drain it (and,
+// with batch_size > 1, claim their own batch while a consumer has a backlog and the queue
+// is empty, so claims run in parallel); and a supervisor that abandons and replaces a
+// handler thread whose handler ignores its deadline.
 //
 // Lifetime: a handler thread owns a reference to the Impl (and so to everything it
 // touches: processor, store, stats, registry, pool, handlers, metrics), because an
@@ -148,6 +149,8 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
       std::lock_guard q(queue_mutex_);
       stopping_ = false;
       supervising_ = true;
+      backlogged_.assign(owned_.size(), false);
+      suspect_lane_open_ = false;
       for (std::size_t i = 0; i < options_.concurrency; ++i) spawn_handler_thread();
     }
     dispatcher_ = std::thread([this] { dispatch_loop(); });
@@ -248,6 +251,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     WorkerStats s = stats_.snapshot();
     s.abandoned_handlers = abandoned_total_.load();
     s.claim_statements = claim_statements_.load();
+    s.handler_thread_claims = handler_thread_claims_.load();
     return s;
   }
   std::uint64_t abandoned_handlers() const { return abandoned_total_.load(); }
@@ -327,7 +331,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
       const std::size_t limit = std::min(room, options_.claim_limit);
       auto got = claim(consumer, limit);
       if (got.size() < limit) claim_due_[index] = false;
-      claimed += enqueue(consumer, got);
+      claimed += enqueue(index, got, got.size() == limit);
     }
     next_consumer_ = (next_consumer_ + 1) % owned_.size();
     return claimed;
@@ -354,18 +358,66 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     return payload.empty() || std::find(owned_.begin(), owned_.end(), payload) != owned_.end();
   }
 
-  // Puts claims of `consumer` on the local queue for the handler threads; returns how many.
-  std::size_t enqueue(const std::string& consumer, std::vector<detail::ClaimedReceipt>& got) {
-    if (got.empty()) return 0;
-    BOXCAR_FAILPOINT("worker.after_claim");
-    stats_.claimed += got.size();
-    if (options_.metrics) options_.metrics->claimed(consumer, got.size());
+  // Puts claims of owned_[index] on the local queue for the handler threads; returns how
+  // many. `full`: the claim came back full, so the consumer has a backlog that idle
+  // handler threads may claim from themselves.
+  std::size_t enqueue(std::size_t index, std::vector<detail::ClaimedReceipt>& got, bool full) {
+    count_claimed(owned_[index], got);
     {
       std::lock_guard q(queue_mutex_);
+      backlogged_[index] = full;
       for (auto& r : got) queue_.push_back(std::move(r));
     }
     queue_changed_.notify_all();
     return got.size();
+  }
+
+  void count_claimed(const std::string& consumer, const std::vector<detail::ClaimedReceipt>& got) {
+    if (got.empty()) return;
+    BOXCAR_FAILPOINT("worker.after_claim");
+    stats_.claimed += got.size();
+    if (options_.metrics) options_.metrics->claimed(consumer, got.size());
+  }
+
+  // Under queue_mutex_: an owned consumer whose last claim came back full, round robin,
+  // while the queue is empty and no suspect runs alone. Only with batch_size > 1: a claim
+  // per message would double the statements of one-message transactions, which the
+  // dispatcher's claims of claim_limit already keep busy.
+  std::optional<std::size_t> backlogged_consumer_locked() {
+    if (options_.batch_size < 2 || suspect_lane_open_ || !queue_.empty()) return std::nullopt;
+    for (std::size_t i = 0; i < backlogged_.size(); ++i) {
+      const std::size_t index = (next_self_claim_ + i) % backlogged_.size();
+      if (!backlogged_[index]) continue;
+      next_self_claim_ = (index + 1) % backlogged_.size();
+      return index;
+    }
+    return std::nullopt;
+  }
+
+  // A handler thread's own claim of one batch of owned_[index], made while it counts as
+  // busy (so the suspect lane waits for it). The dispatcher's due flags are untouched: a
+  // short claim here only ends the backlog hint, never a pending wake-up.
+  std::vector<detail::ClaimedReceipt> claim_for_self(std::size_t index) {
+    const std::size_t limit = std::min(options_.batch_size, options_.claim_limit);
+    std::vector<detail::ClaimedReceipt> got;
+    try {
+      ++handler_thread_claims_;
+      got = claim(owned_[index], limit);
+    } catch (const std::exception& e) {
+      log_->warn("a handler thread's claim for '{}' failed; the dispatcher claims instead: {}", owned_[index],
+                 e.what());
+    }
+    count_claimed(owned_[index], got);
+    std::lock_guard q(queue_mutex_);
+    if (got.size() < limit) backlogged_[index] = false;
+    return got;
+  }
+
+  // Dispatcher-only writer; handler threads read the mirror under queue_mutex_.
+  void set_suspect_lane(bool open) {
+    suspect_lane_ = open;
+    std::lock_guard q(queue_mutex_);
+    suspect_lane_open_ = open;
   }
 
   // Lease recovery for every owned consumer: expired claims go back as suspects (or DEAD),
@@ -373,7 +425,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   void recover() {
     for (const auto& consumer : owned_) {
       rescuer_.release_expired(consumer);
-      if (!suspect_lane_ && store_.suspect_due(consumer)) suspect_lane_ = true;
+      if (!suspect_lane_ && store_.suspect_due(consumer)) set_suspect_lane(true);
     }
   }
 
@@ -385,13 +437,13 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   // runs alone. Returns false when no suspect is due.
   bool claim_suspect() {
     for (std::size_t i = 0; i < owned_.size(); ++i) {
-      const std::string& consumer = owned_[(next_suspect_consumer_ + i) % owned_.size()];
-      auto suspect = store_.claim_suspect(consumer, options_.lease);
+      const std::size_t index = (next_suspect_consumer_ + i) % owned_.size();
+      auto suspect = store_.claim_suspect(owned_[index], options_.lease);
       if (!suspect) continue;
-      next_suspect_consumer_ = (next_suspect_consumer_ + i + 1) % owned_.size();
+      next_suspect_consumer_ = (index + 1) % owned_.size();
       std::vector<detail::ClaimedReceipt> one;
       one.push_back(std::move(*suspect));
-      enqueue(consumer, one);
+      enqueue(index, one, false);
       return true;
     }
     return false;
@@ -433,7 +485,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
           // Not idle yet: claim nothing, wait for the queue and handlers to empty. Idle:
           // run the next suspect alone, or leave the lane when none is due.
           if (!idle || claim_suspect()) continue;
-          suspect_lane_ = false;
+          set_suspect_lane(false);
         }
         claim_round(found_queue_full);
       } catch (const std::exception& e) {
@@ -478,9 +530,12 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     detail::DeadlineWatchdog watchdog;
     while (true) {
       std::vector<detail::ClaimedReceipt> batch;
+      std::optional<std::size_t> self_claim;
       {
         std::unique_lock q(queue_mutex_);
-        queue_changed_.wait(q, [&] { return stopping_ || slot.abandoned || !queue_.empty(); });
+        queue_changed_.wait(q, [&] {
+          return stopping_ || slot.abandoned || !queue_.empty() || (self_claim = backlogged_consumer_locked());
+        });
         if (stopping_ || slot.abandoned) return;
         while (!queue_.empty() && batch.size() < options_.batch_size) {
           batch.push_back(std::move(queue_.front()));
@@ -490,7 +545,33 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         slot.busy = true;
         ++busy_threads_;
       }
-      queue_changed_.notify_all();  // room for the dispatcher
+      if (self_claim) {
+        auto got = claim_for_self(*self_claim);
+        std::unique_lock q(queue_mutex_);
+        // Claimed while stop() ran: as unstarted as the queue's, so handed back with them.
+        if (stopping_ && !got.empty()) {
+          q.unlock();
+          std::deque<detail::ClaimedReceipt> unstarted(std::make_move_iterator(got.begin()),
+                                                       std::make_move_iterator(got.end()));
+          hand_back(unstarted);
+          got.clear();
+          q.lock();
+        }
+        if (got.empty() || slot.abandoned) {
+          if (!slot.abandoned) {
+            slot.batch = nullptr;
+            slot.busy = false;
+            --busy_threads_;
+          }
+          q.unlock();
+          queue_changed_.notify_all();
+          if (slot.abandoned) return;
+          continue;
+        }
+        batch = std::move(got);  // under the lock: an abandonment may describe it
+      } else {
+        queue_changed_.notify_all();  // room for the dispatcher
+      }
       processor_.process(batch, watchdog);
       {
         std::lock_guard q(queue_mutex_);
@@ -611,6 +692,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   std::shared_ptr<spdlog::logger> log_;
   std::atomic<std::uint64_t> abandoned_total_{0};
   std::atomic<std::uint64_t> claim_statements_{0};
+  std::atomic<std::uint64_t> handler_thread_claims_{0};
 
   std::mutex lifecycle_;
   bool running_ = false;
@@ -628,6 +710,12 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   // Dispatcher-only: a suspect is due, so claim nothing else and run suspects one at a
   // time once idle (docs/worker.md, "the suspect lane").
   bool suspect_lane_ = false;
+  // suspect_lane_ as the handler threads see it: no claims of their own while it is open.
+  bool suspect_lane_open_ = false;
+  // Parallel to owned_: the last claim of the consumer came back full, so idle handler
+  // threads claim a batch of it themselves instead of waiting for the dispatcher.
+  std::vector<bool> backlogged_;
+  std::size_t next_self_claim_ = 0;
   std::size_t next_suspect_consumer_ = 0;
   std::thread dispatcher_;
   std::thread supervisor_;

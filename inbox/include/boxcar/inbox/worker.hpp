@@ -119,6 +119,9 @@ struct WorkerStats {
   /// Claim statements run (one per owned consumer claimed for, empty ones included): the
   /// database cost of wake-ups and polls (docs/worker.md, "Wake-ups").
   std::uint64_t claim_statements = 0;
+  /// Of claim_statements, those a handler thread ran for its own batch (batch_size > 1,
+  /// while a consumer has a backlog and the local queue is empty: docs/worker.md, "Claims").
+  std::uint64_t handler_thread_claims = 0;
 };
 
 class Worker {

@@ -1,0 +1,99 @@
+// Handler threads' own claims (docs/worker.md, "Claims"): with batch_size > 1, a handler
+// thread that finds the local queue empty while a consumer has a backlog claims its next
+// batch itself, so claims run in parallel instead of one at a time on the dispatcher. It
+// never does so for a trickle (one message per wake-up) or in one-message mode, where it
+// would only add statements.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "boxcar/inbox/worker.hpp"
+#include "worker_fixture.hpp"
+
+using namespace boxcar;
+using namespace boxcar::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Setup {
+  TestDatabase db;
+  std::shared_ptr<ConnectionPool> pool;
+  std::string app_table;
+  Setup() : pool(db.pool(10)), app_table(db.qualified("{schema}.app_rows")) { create_app_table(db); }
+
+  void accept(int first, int count) const {
+    Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}});
+    std::vector<AcceptRequest> batch;
+    for (int i = first; i < first + count; ++i) batch.push_back(message("c.v1", "m-" + std::to_string(i)));
+    inbox.accept_many(batch);
+  }
+  WorkerOptions options(std::size_t batch_size) const {
+    return {.schema = db.schema(),
+            .consumers = {"c.v1"},
+            .concurrency = 4,
+            .batch_size = batch_size,
+            .claim_limit = batch_size,
+            .lease = 5s,
+            .handler_timeout = 2s,
+            .poll_interval = 200ms};
+  }
+  HandlerRegistration writer() const {
+    return {.consumer = "c.v1",
+            .supports = {{"thing.happened", 1}},
+            .handler =
+                handler([table = app_table](const nlohmann::json&, HandlerContext& c) { insert_app_row(table, c); })};
+  }
+  long long completed() const {
+    return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("with a backlog, idle handler threads claim their own batches and every message completes once") {
+  Setup s;
+  s.accept(0, 400);
+  Worker worker(s.pool, s.options(8), {s.writer()});
+  worker.start();
+  REQUIRE(eventually([&] { return s.completed() == 400; }, 30s));
+  worker.stop();
+
+  const auto stats = worker.stats();
+  // The first full claim leaves three of the four threads idle beside an empty queue:
+  // they claim for themselves at once rather than wait for the dispatcher's next claim.
+  CHECK(stats.handler_thread_claims > 0);
+  CHECK(stats.handler_thread_claims < stats.claim_statements);
+  CHECK(stats.claimed == 400);
+  CHECK(stats.completed == 400);
+  CHECK(s.db.scalar("SELECT count(*) FROM " + s.app_table) == 400);
+  CHECK(s.db.scalar("SELECT count(DISTINCT message_id) FROM " + s.app_table) == 400);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE attempts <> 1") == 0);
+}
+
+TEST_CASE("a trickle of one message per wake-up makes no handler thread claim: only the dispatcher does") {
+  Setup s;
+  Worker worker(s.pool, s.options(8), {s.writer()});
+  worker.start();
+  for (int i = 0; i < 10; ++i) {
+    s.accept(i, 1);
+    REQUIRE(eventually([&] { return s.completed() == i + 1; }, 10s));
+  }
+  worker.stop();
+  // Each claim came back short (1 of 8): no backlog, so no handler thread claimed.
+  CHECK(worker.stats().claim_statements >= 10);
+  CHECK(worker.stats().handler_thread_claims == 0);
+}
+
+TEST_CASE("in one-message mode handler threads never claim, even with a backlog") {
+  Setup s;
+  s.accept(0, 200);
+  Worker worker(s.pool, s.options(1), {s.writer()});
+  worker.start();
+  REQUIRE(eventually([&] { return s.completed() == 200; }, 30s));
+  worker.stop();
+  CHECK(worker.stats().handler_thread_claims == 0);
+  CHECK(worker.stats().completed == 200);
+}
