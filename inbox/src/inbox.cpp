@@ -338,9 +338,13 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
         const pqxx::result rows = statements.exec_prepared(queries_->insert_many_name, queries_->insert_many, c[0],
                                                            c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]);
         for (const auto& row : rows) {
-          if (row["id"].is_null()) continue;  // not visible to the statement's snapshot
-          const std::size_t i = slice.leaders.at(row["n"].as<std::size_t>() - 1);
-          const bool inserted = row["inserted"].as<bool>();
+          const bool inserted = row["n"].is_null();
+          // An inserted row names its identity; a stored one its position.
+          const std::size_t i =
+              inserted ? leaders.at(detail::identity_key(row["consumer"].c_str(), row["source"].c_str(),
+                                                         row["scope_kind"].c_str(), row["scope_id"].c_str(),
+                                                         row["message_id"].c_str()))
+                       : slice.leaders.at(row["n"].as<std::size_t>() - 1);
           stored[i] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
                              inserted ? prepared[i]->fingerprint : row["fingerprint"].c_str(), inserted};
           ++found;

@@ -35,15 +35,20 @@ WHERE consumer = $1
 // ROWS FROM of qualified one-array unnests is what it expands to.)
 //
 // accept_many: one statement per slice of the batch that inserts every new identity and
-// returns one row per array position n (1-based, the batch's order): the inserted row
-// (inserted true), or the stored row that made the insert do nothing (with its
-// fingerprint), or a NULL id when this statement cannot see that row. $1..$10 are one array per column
-// (scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, payload,
-// metadata, fingerprint), positions sorted by identity: the insert takes them in position
-// order, so concurrent batches lock identities in one order and cannot deadlock.
-// The stored rows come from this statement's snapshot: a row committed by a concurrent
-// inserter after it began is invisible here (its position comes back with a NULL id), and
-// accept_many looks those up with kLookupMany, a separate statement (a fresh snapshot).
+// returns, as two kinds of row:
+// - one row per inserted identity, n NULL, with its id, status and identity columns
+//   (accept_many finds its position by identity: matching them here would cost two sorts
+//   of five text columns per batch, about a fifth of the statement);
+// - only when the insert skipped some position (a one-time filter on the counts, so a
+//   batch of new identities never pays for it): one row per position n (1-based) whose
+//   stored row this statement's snapshot sees, with its fingerprint.
+// $1..$10 are one array per column (scope_kind, scope_id, source, consumer, message_id,
+// event_type, schema_version, payload, metadata, fingerprint), positions sorted by
+// identity: the insert takes them in position order, so concurrent batches lock identities
+// in one order and cannot deadlock. The lookup cannot see the rows this statement inserts
+// (one snapshot for the whole statement), nor a row committed by a concurrent inserter
+// after it began: a position of neither kind is looked up by kLookupMany, a separate
+// statement with a fresh snapshot.
 inline constexpr const char* kInsertMany = R"sql(
 WITH batch AS MATERIALIZED (
     SELECT b.n, b.sk, b.si, b.src, b.c, b.m, b.et, b.sv, b.p, b.md, b.fp
@@ -64,38 +69,25 @@ inserted AS (
     ORDER BY batch.n
     ON CONFLICT (consumer, source, scope_kind, scope_id, message_id) DO NOTHING
     RETURNING id, status, scope_kind, scope_id, source, consumer, message_id
-),
-landed AS (
-    SELECT batch.n, inserted.id, inserted.status
-    FROM inserted
-    JOIN batch
-      ON batch.c = inserted.consumer
-     AND batch.src = inserted.source
-     AND batch.sk = inserted.scope_kind
-     AND batch.si = inserted.scope_id
-     AND batch.m = inserted.message_id
 )
-SELECT batch.n,
-       COALESCE(landed.id, stored.id) AS id,
-       COALESCE(landed.status, stored.status) AS status,
-       stored.fingerprint,
-       landed.n IS NOT NULL AS inserted
+SELECT NULL::bigint AS n, inserted.id, inserted.status, NULL::text AS fingerprint,
+       inserted.scope_kind, inserted.scope_id, inserted.source, inserted.consumer, inserted.message_id
+FROM inserted
+UNION ALL
+SELECT batch.n, stored.id, stored.status, stored.fingerprint, NULL, NULL, NULL, NULL, NULL
 FROM batch
-LEFT JOIN landed
-  ON landed.n = batch.n
--- OFFSET 0 keeps the subquery from being pulled up into the join: then `landed.n IS NULL`
--- is a one-time filter and the index is probed only for positions the insert skipped.
-LEFT JOIN LATERAL (
+-- OFFSET 0 keeps the subquery a per-position probe of the identity index.
+CROSS JOIN LATERAL (
     SELECT r.id, r.status, r.fingerprint
     FROM {schema}.inbox_receipts AS r
-    WHERE landed.n IS NULL
-      AND r.consumer = batch.c
+    WHERE r.consumer = batch.c
       AND r.source = batch.src
       AND r.scope_kind = batch.sk
       AND r.scope_id = batch.si
       AND r.message_id = batch.m
     OFFSET 0
-) AS stored ON true
+) AS stored
+WHERE (SELECT pg_catalog.count(*) FROM inserted) < (SELECT pg_catalog.count(*) FROM batch)
 )sql";
 
 // accept_many: the stored rows for identities the insert did nothing for and whose row

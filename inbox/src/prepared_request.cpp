@@ -41,15 +41,20 @@ std::size_t batch_item_bytes(const PreparedRequest& p) {
   return bytes;
 }
 
-std::string PreparedRequest::identity_key() const {
+std::string identity_key(std::string_view consumer, std::string_view source, std::string_view scope_kind,
+                         std::string_view scope_id, std::string_view message_id) {
   std::string key;
-  key.reserve(consumer.size() + source.size() + scope_id.size() + message_id.size() + 12);
+  key.reserve(consumer.size() + source.size() + scope_kind.size() + scope_id.size() + message_id.size() + 5);
   // U+0000 cannot occur inside a validated field, so it separates them unambiguously.
-  for (const auto* part : {&consumer, &source, &scope_kind, &scope_id, &message_id}) {
-    key += *part;
+  for (const auto part : {consumer, source, scope_kind, scope_id, message_id}) {
+    key += part;
     key += '\0';
   }
   return key;
+}
+
+std::string PreparedRequest::identity_key() const {
+  return detail::identity_key(consumer, source, scope_kind, scope_id, message_id);
 }
 
 void check_text_field(const std::string& value, const char* field, bool required) {

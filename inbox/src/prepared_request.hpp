@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <unordered_set>
 
 #include "boxcar/inbox/accept_request.hpp"
@@ -29,6 +30,10 @@ struct PreparedRequest {
   /// The identity as one string, for grouping repeats inside a batch.
   std::string identity_key() const;
 };
+
+/// PreparedRequest::identity_key() of the identity given by its parts (a stored row's).
+std::string identity_key(std::string_view consumer, std::string_view source, std::string_view scope_kind,
+                         std::string_view scope_id, std::string_view message_id);
 
 struct AcceptRules {
   const std::unordered_set<std::string>& consumers;
