@@ -97,10 +97,7 @@ TEST_CASE("an expired claim is released unspent while every claim fails, and com
       "EXECUTE FUNCTION {schema}.refuse_claims()");
 
   const std::string table = db.qualified("{schema}.app_rows");
-  Worker worker(pool, options_for(db),
-                {{.consumer = kConsumer,
-                  .supports = {{"thing.happened", 1}},
-                  .handler = handler([&](const nlohmann::json&, HandlerContext& c) { insert_app_row(table, c); })}});
+  Worker worker(pool, options_for(db), {app_row_writer(kConsumer, table)});
   worker.start();
   // The claim that died was never a started solo run: released as a suspect, its attempt
   // given back, nothing queued that the failing claims could drop.

@@ -40,12 +40,7 @@ struct Setup {
             .handler_timeout = 2s,
             .poll_interval = 200ms};
   }
-  HandlerRegistration writer() const {
-    return {.consumer = "c.v1",
-            .supports = {{"thing.happened", 1}},
-            .handler =
-                handler([table = app_table](const nlohmann::json&, HandlerContext& c) { insert_app_row(table, c); })};
-  }
+  HandlerRegistration writer() const { return app_row_writer("c.v1", app_table); }
   long long completed() const {
     return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'");
   }

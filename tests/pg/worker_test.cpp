@@ -42,10 +42,7 @@ struct Setup {
             .poll_interval = 100ms};
   }
   HandlerRegistration writer(const std::string& consumer = kOrders) const {
-    return {.consumer = consumer,
-            .supports = {{"thing.happened", 1}},
-            .handler =
-                handler([table = app_table](const nlohmann::json&, HandlerContext& c) { insert_app_row(table, c); })};
+    return app_row_writer(consumer, app_table);
   }
   std::string status_of(const std::string& message_id) const {
     return db.query("SELECT status FROM {schema}.inbox_receipts WHERE message_id = '" + message_id + "'")[0][0]

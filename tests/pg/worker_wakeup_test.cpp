@@ -57,12 +57,7 @@ struct Setup {
             .handler_timeout = 2s,
             .poll_interval = poll};
   }
-  HandlerRegistration writer() const {
-    return {.consumer = consumers[0],
-            .supports = {{"thing.happened", 1}},
-            .handler =
-                handler([table = app_table](const nlohmann::json&, HandlerContext& c) { insert_app_row(table, c); })};
-  }
+  HandlerRegistration writer() const { return app_row_writer(consumers[0], app_table); }
   std::string status_of(const std::string& message_id) const {
     return db.query("SELECT status FROM {schema}.inbox_receipts WHERE message_id = '" + message_id + "'")[0][0]
         .as<std::string>();

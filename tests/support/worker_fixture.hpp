@@ -4,6 +4,8 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "boxcar/inbox/handler.hpp"
 #include "boxcar/inbox/inbox.hpp"
@@ -22,6 +24,16 @@ inline void create_app_table(TestDatabase& db) {
 inline void insert_app_row(const std::string& schema_qualified_table, HandlerContext& context) {
   context.tx.exec("INSERT INTO " + schema_qualified_table + " (message_id, attempt) VALUES ($1, $2)",
                   context.message_id, context.attempt);
+}
+
+/// A registration for `consumer` whose handler writes one app row (insert_app_row) for
+/// thing.happened v1: the handler of most worker tests.
+inline HandlerRegistration app_row_writer(const std::string& consumer, std::string schema_qualified_table) {
+  return {.consumer = consumer,
+          .supports = {{"thing.happened", 1}},
+          .handler = handler([table = std::move(schema_qualified_table)](const nlohmann::json&, HandlerContext& c) {
+            insert_app_row(table, c);
+          })};
 }
 
 inline AcceptRequest message(const std::string& consumer, const std::string& id,
