@@ -150,7 +150,6 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
       stopping_ = false;
       supervising_ = true;
       backlogged_.assign(owned_.size(), false);
-      suspect_lane_open_ = false;
       for (std::size_t i = 0; i < options_.concurrency; ++i) spawn_handler_thread();
     }
     dispatcher_ = std::thread([this] { dispatch_loop(); });
@@ -175,7 +174,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
       for (auto& r : queue_) unstarted.push_back(std::move(r));
       queue_.clear();
     }
-    hand_back(unstarted);
+    hand_back({std::make_move_iterator(unstarted.begin()), std::make_move_iterator(unstarted.end())});
     in_flight_.cancel_signals();
     {
       std::unique_lock q(queue_mutex_);
@@ -292,10 +291,8 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   // Claimed-but-unstarted work is bounded, so leases do not run out in the local queue.
   std::size_t queue_capacity() const { return options_.concurrency * options_.batch_size * 2; }
 
-  void hand_back(std::deque<detail::ClaimedReceipt>& unstarted) {
-    if (unstarted.empty()) return;
-    std::vector<detail::ClaimedReceipt> receipts(std::make_move_iterator(unstarted.begin()),
-                                                 std::make_move_iterator(unstarted.end()));
+  void hand_back(const std::vector<detail::ClaimedReceipt>& receipts) {
+    if (receipts.empty()) return;
     try {
       const auto n = store_.hand_back(receipts);
       stats_.handed_back += n;
@@ -384,7 +381,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   // per message would double the statements of one-message transactions, which the
   // dispatcher's claims of claim_limit already keep busy.
   std::optional<std::size_t> backlogged_consumer_locked() {
-    if (options_.batch_size < 2 || suspect_lane_open_ || !queue_.empty()) return std::nullopt;
+    if (options_.batch_size < 2 || suspect_lane_ || !queue_.empty()) return std::nullopt;
     for (std::size_t i = 0; i < backlogged_.size(); ++i) {
       const std::size_t index = (next_self_claim_ + i) % backlogged_.size();
       if (!backlogged_[index]) continue;
@@ -413,11 +410,11 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     return got;
   }
 
-  // Dispatcher-only writer; handler threads read the mirror under queue_mutex_.
+  // The dispatcher is the only writer and writes under queue_mutex_, so it may read the
+  // flag without the lock; handler threads read it under the lock.
   void set_suspect_lane(bool open) {
-    suspect_lane_ = open;
     std::lock_guard q(queue_mutex_);
-    suspect_lane_open_ = open;
+    suspect_lane_ = open;
   }
 
   // Lease recovery for every owned consumer: expired claims go back as suspects (or DEAD),
@@ -551,9 +548,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         // Claimed while stop() ran: as unstarted as the queue's, so handed back with them.
         if (stopping_ && !got.empty()) {
           q.unlock();
-          std::deque<detail::ClaimedReceipt> unstarted(std::make_move_iterator(got.begin()),
-                                                       std::make_move_iterator(got.end()));
-          hand_back(unstarted);
+          hand_back(got);
           got.clear();
           q.lock();
         }
@@ -707,11 +702,10 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   std::size_t next_consumer_ = 0;
   // Dispatcher-only, parallel to owned_: which consumers the next claim round claims for.
   std::vector<bool> claim_due_;
-  // Dispatcher-only: a suspect is due, so claim nothing else and run suspects one at a
-  // time once idle (docs/worker.md, "the suspect lane").
+  // A suspect is due, so claim nothing else (handler threads included) and run suspects
+  // one at a time once idle (docs/worker.md, "the suspect lane"). Written only by the
+  // dispatcher, under queue_mutex_ (set_suspect_lane).
   bool suspect_lane_ = false;
-  // suspect_lane_ as the handler threads see it: no claims of their own while it is open.
-  bool suspect_lane_open_ = false;
   // Parallel to owned_: the last claim of the consumer came back full, so idle handler
   // threads claim a batch of it themselves instead of waiting for the dispatcher.
   std::vector<bool> backlogged_;
