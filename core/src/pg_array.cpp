@@ -12,6 +12,11 @@ void PgArrayBuilder::add(std::int64_t value) {
   text_ += std::to_string(value);
 }
 
+void PgArrayBuilder::add_null() {
+  separate();
+  text_ += "NULL";
+}
+
 void PgArrayBuilder::add(std::string_view value) {
   separate();
   text_ += '"';

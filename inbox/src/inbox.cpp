@@ -65,27 +65,30 @@ struct Stored {
 // One per item of a batch, in input order; null for an item that failed validation.
 using PreparedBatch = std::vector<const detail::PreparedRequest*>;
 
-// One statement's share of a batch: the input indexes of its leaders in identity order
-// (array position n is leaders[n - 1]) and their ten column arrays, kInsertMany's $1..$10.
+// One statement's share of a batch: the input indexes of its leaders in insertion order
+// (array position n is leaders[n - 1]) and their twelve column arrays, kInsertMany's $1..$12.
 struct BatchSlice {
   std::vector<std::size_t> leaders;
   std::size_t bytes = 0;
-  std::array<std::string, 10> columns;
+  std::array<std::string, 12> columns;
 
   void build_columns(const PreparedBatch& prepared) {
-    std::array<detail::PgArrayBuilder, 10> arrays;
+    std::array<detail::PgArrayBuilder, 12> arrays;
     const auto text_of = [](const detail::PreparedRequest& p) {
       return std::array<const std::string*, 10>{&p.scope_kind,    &p.scope_id,   &p.source, &p.consumer,
                                                 &p.message_id,    &p.event_type, nullptr,   &p.canonical_payload,
                                                 &p.metadata_json, &p.fingerprint};
     };
     // Each literal grows once: its size by the budget measure (detail::batch_item_bytes).
-    std::array<std::size_t, 10> sizes{};
+    std::array<std::size_t, 12> sizes{};
     sizes.fill(2);
     for (const std::size_t i : leaders) {
-      const auto fields = text_of(*prepared[i]);
+      const auto& p = *prepared[i];
+      const auto fields = text_of(p);
       for (std::size_t c = 0; c < fields.size(); ++c)
         sizes[c] += fields[c] ? detail::PgArrayBuilder::element_bytes(*fields[c]) : 12;
+      sizes[10] += p.ordering_key ? detail::PgArrayBuilder::element_bytes(*p.ordering_key) : 5;
+      sizes[11] += 12;
     }
     for (std::size_t c = 0; c < arrays.size(); ++c) arrays[c].reserve(sizes[c]);
     for (const std::size_t i : leaders) {
@@ -97,10 +100,38 @@ struct BatchSlice {
         else
           arrays[c].add(std::int64_t{p.schema_version});
       }
+      if (p.ordering_key)
+        arrays[10].add(std::string_view(*p.ordering_key));
+      else
+        arrays[10].add_null();
+      if (p.park_after)
+        arrays[11].add(std::int64_t{*p.park_after});
+      else
+        arrays[11].add_null();
     }
     for (std::size_t c = 0; c < columns.size(); ++c) columns[c] = std::move(arrays[c]).finish();
   }
 };
+
+// The order a batch's leaders are inserted in: by identity, so concurrent batches take
+// their locks in one order; the items of a consumer that orders by key go last, by
+// (consumer, key), each key's in input order, which becomes their order within the key
+// (0012's trigger numbers a key's receipts as they are inserted) and keeps concurrent
+// batches locking keys in one order too.
+std::vector<std::size_t> insertion_order(const std::map<std::string, std::size_t>& leaders,
+                                         const PreparedBatch& prepared) {
+  std::vector<std::size_t> order;
+  order.reserve(leaders.size());
+  for (const auto& [identity, i] : leaders) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const auto& pa = *prepared[a];
+    const auto& pb = *prepared[b];
+    if (pa.ordering_key.has_value() != pb.ordering_key.has_value()) return !pa.ordering_key.has_value();
+    if (!pa.ordering_key) return false;
+    return std::tie(pa.consumer, *pa.ordering_key, a) < std::tie(pb.consumer, *pb.ordering_key, b);
+  });
+  return order;
+}
 
 // kLookupMany's $1..$5: the identities of `indexes`, array position n is indexes[n - 1].
 std::array<std::string, 5> identity_columns(const std::vector<std::size_t>& indexes, const PreparedBatch& prepared) {
@@ -154,6 +185,9 @@ Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
     }
     queries_->consumers.insert(consumer);
   }
+  for (const auto& [consumer, rule] : options_.ordering)
+    if (!queries_->consumers.contains(consumer))
+      throw ConfigError("inbox.ordering", "'" + consumer + "' orders by key but is not among the declared consumers");
   queries_->insert = detail::with_schema(inbox_sql::kInsert, schema);
   queries_->lookup = detail::with_schema(inbox_sql::kLookup, schema);
   queries_->insert_many = detail::with_schema(inbox_sql::kInsertMany, schema);
@@ -189,6 +223,7 @@ Receipt Inbox::accept(const AcceptRequest& request) {
   try {
     p = detail::prepare_request(request, {.consumers = queries_->consumers,
                                           .payload_limits = options_.payload_limits,
+                                          .ordering = options_.ordering,
                                           .max_statement_bytes = options_.max_statement_bytes});
   } catch (const InboxValidationError&) {
     count(request.consumer, "invalid");  // before any queue: an invalid call never joins a group
@@ -219,6 +254,7 @@ Receipt Inbox::accept_alone(const detail::PreparedRequest& p) {
 void Inbox::validate(const AcceptRequest& request) const {
   detail::prepare_request(request, {.consumers = queries_->consumers,
                                     .payload_limits = options_.payload_limits,
+                                    .ordering = options_.ordering,
                                     .max_statement_bytes = options_.max_statement_bytes});
 }
 
@@ -233,9 +269,11 @@ Receipt Inbox::accept_unmetered(const detail::PreparedRequest& p) {
     try {
       connection.prepare_once(queries_->insert_name, queries_->insert);
       pqxx::nontransaction statement(*connection);
-      const auto inserted =
-          statement.exec_prepared(queries_->insert_name, p.scope_kind, p.scope_id, p.source, p.consumer, p.message_id,
-                                  p.event_type, p.schema_version, p.canonical_payload, p.metadata_json, p.fingerprint);
+      const std::string park_after = p.park_after ? std::to_string(*p.park_after) : std::string();
+      const auto inserted = statement.exec_prepared(
+          queries_->insert_name, p.scope_kind, p.scope_id, p.source, p.consumer, p.message_id, p.event_type,
+          p.schema_version, p.canonical_payload, p.metadata_json, p.fingerprint,
+          p.ordering_key ? p.ordering_key->c_str() : nullptr, p.park_after ? park_after.c_str() : nullptr);
       if (!inserted.empty()) {
         if (notifier_) notifier_->notify(p.consumer);
         return Receipt{Receipt::Kind::Accepted, inserted[0]["id"].as<std::int64_t>(),
@@ -274,6 +312,7 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
   PreparedBatch prepared(batch.size(), nullptr);
   const detail::AcceptRules rules{.consumers = queries_->consumers,
                                   .payload_limits = options_.payload_limits,
+                                  .ordering = options_.ordering,
                                   .max_statement_bytes = options_.max_statement_bytes};
   for (std::size_t i = 0; i < batch.size(); ++i) {
     try {
@@ -303,12 +342,11 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
     return out;
   }
 
-  // Sorted by identity (std::map order), so concurrent batches take locks in one order.
-  // Split into statements of at most max_statement_bytes (every item fits one alone:
-  // prepare_request refused the others); they run in order in one transaction, so the
-  // batch stays all-or-nothing and the lock order holds across statements.
+  // In insertion_order(), split into statements of at most max_statement_bytes (every
+  // item fits one alone: prepare_request refused the others); they run in order in one
+  // transaction, so the batch stays all-or-nothing and the lock order holds across statements.
   std::vector<BatchSlice> slices;
-  for (const auto& [key, i] : leaders) {
+  for (const std::size_t i : insertion_order(leaders, prepared)) {
     const std::size_t bytes = detail::batch_item_bytes(*prepared[i]);
     if (slices.empty() || slices.back().bytes + bytes > options_.max_statement_bytes) slices.emplace_back();
     slices.back().leaders.push_back(i);
@@ -335,8 +373,9 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
       for (const auto& slice : slices) {
         const auto& c = slice.columns;
         std::size_t found = 0;
-        const pqxx::result rows = statements.exec_prepared(queries_->insert_many_name, queries_->insert_many, c[0],
-                                                           c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]);
+        const pqxx::result rows =
+            statements.exec_prepared(queries_->insert_many_name, queries_->insert_many, c[0], c[1], c[2], c[3], c[4],
+                                     c[5], c[6], c[7], c[8], c[9], c[10], c[11]);
         for (const auto& row : rows) {
           const bool inserted = row["n"].is_null();
           // An inserted row names its identity; a stored one its position.

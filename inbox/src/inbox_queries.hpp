@@ -9,12 +9,14 @@ namespace boxcar::inbox_sql {
 
 // Autocommit: the insert is its own transaction, so accept() costs one round trip when
 // the identity is new. ON CONFLICT waits for a concurrent inserter of the same identity
-// and then does nothing.
+// and then does nothing. $11 and $12 are the ordering key and park_after, NULL for an
+// unordered consumer: with a key, 0012's trigger makes the receipt its key's head or
+// WAITING behind it, after RETURNING was computed (so an accepted receipt reads PENDING).
 inline constexpr const char* kInsert = R"sql(
 INSERT INTO {schema}.inbox_receipts
     (scope_kind, scope_id, source, consumer, message_id,
-     event_type, schema_version, payload, metadata, fingerprint)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10)
+     event_type, schema_version, payload, metadata, fingerprint, ordering_key, park_after)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10, $11, $12::integer)
 ON CONFLICT (consumer, source, scope_kind, scope_id, message_id) DO NOTHING
 RETURNING id, status
 )sql";
@@ -42,8 +44,9 @@ WHERE consumer = $1
 // - only when the insert skipped some position (a one-time filter on the counts, so a
 //   batch of new identities never pays for it): one row per position n (1-based) whose
 //   stored row this statement's snapshot sees, with its fingerprint.
-// $1..$10 are one array per column (scope_kind, scope_id, source, consumer, message_id,
-// event_type, schema_version, payload, metadata, fingerprint), positions sorted by
+// $1..$12 are one array per column (scope_kind, scope_id, source, consumer, message_id,
+// event_type, schema_version, payload, metadata, fingerprint, ordering_key, park_after;
+// the last two NULL for an unordered consumer, as in kInsert), positions sorted by
 // identity: the insert takes them in position order, so concurrent batches lock identities
 // in one order and cannot deadlock. The lookup cannot see the rows this statement inserts
 // (one snapshot for the whole statement), nor a row committed by a concurrent inserter
@@ -51,20 +54,21 @@ WHERE consumer = $1
 // statement with a fresh snapshot.
 inline constexpr const char* kInsertMany = R"sql(
 WITH batch AS MATERIALIZED (
-    SELECT b.n, b.sk, b.si, b.src, b.c, b.m, b.et, b.sv, b.p, b.md, b.fp
+    SELECT b.n, b.sk, b.si, b.src, b.c, b.m, b.et, b.sv, b.p, b.md, b.fp, b.ok, b.pa
     FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]),
                     pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]),
                     pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::text[]),
                     pg_catalog.unnest($7::integer[]), pg_catalog.unnest($8::jsonb[]),
-                    pg_catalog.unnest($9::jsonb[]), pg_catalog.unnest($10::text[]))
-        WITH ORDINALITY AS b(sk, si, src, c, m, et, sv, p, md, fp, n)
+                    pg_catalog.unnest($9::jsonb[]), pg_catalog.unnest($10::text[]),
+                    pg_catalog.unnest($11::text[]), pg_catalog.unnest($12::integer[]))
+        WITH ORDINALITY AS b(sk, si, src, c, m, et, sv, p, md, fp, ok, pa, n)
 ),
 inserted AS (
     INSERT INTO {schema}.inbox_receipts
         (scope_kind, scope_id, source, consumer, message_id,
-         event_type, schema_version, payload, metadata, fingerprint)
+         event_type, schema_version, payload, metadata, fingerprint, ordering_key, park_after)
     SELECT batch.sk, batch.si, batch.src, batch.c, batch.m,
-           batch.et, batch.sv, batch.p, batch.md, batch.fp
+           batch.et, batch.sv, batch.p, batch.md, batch.fp, batch.ok, batch.pa
     FROM batch
     ORDER BY batch.n
     ON CONFLICT (consumer, source, scope_kind, scope_id, message_id) DO NOTHING

@@ -242,7 +242,10 @@ void MessageProcessor::report_failure(const ClaimedReceipt& receipt, const Failu
                {"message_id", receipt.message_id},
                {"receipt_id", std::to_string(receipt.id)},
                {"attempt", std::to_string(receipt.attempt)},
-               {"dead_reason", failure.permanent ? failure.dead_reason : "ATTEMPTS_EXHAUSTED"},
+               // Short of max_attempts, only an ordered consumer's park_after policy ends it.
+               {"dead_reason", failure.permanent                          ? failure.dead_reason
+                               : receipt.attempt >= options_.max_attempts ? "ATTEMPTS_EXHAUSTED"
+                                                                          : "PARKED_AFTER_ATTEMPTS"},
                {"error_type", failure.error_type},
                {"error", failure.message}});
   } else {

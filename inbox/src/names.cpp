@@ -18,13 +18,15 @@ const char* to_string(ReceiptStatus status) noexcept {
       return "COMPLETED";
     case ReceiptStatus::Dead:
       return "DEAD";
+    case ReceiptStatus::Waiting:
+      return "WAITING";
   }
   return "UNKNOWN";
 }
 
 ReceiptStatus parse_receipt_status(std::string_view text) {
   for (auto status : {ReceiptStatus::Pending, ReceiptStatus::Processing, ReceiptStatus::Retryable,
-                      ReceiptStatus::Completed, ReceiptStatus::Dead}) {
+                      ReceiptStatus::Completed, ReceiptStatus::Dead, ReceiptStatus::Waiting}) {
     if (text == to_string(status)) return status;
   }
   throw std::invalid_argument("unknown receipt status '" + std::string(text) + "'");

@@ -3,6 +3,7 @@
 
 #include "boxcar/core/detail/pg_array.hpp"
 #include "boxcar/inbox/errors.hpp"
+#include "ordering_key.hpp"
 
 namespace boxcar::detail {
 namespace {
@@ -27,9 +28,10 @@ std::string metadata_json(const Metadata& metadata) {
   }
 }
 
-// The schema version's element (at most 10 digits and a separator) and the ten arrays'
-// braces, so that one item alone is a whole statement by this measure.
-constexpr std::size_t kItemFixedBytes = 11 + 10 * 2;
+// The schema version's and park_after's elements (at most 11 bytes each with a separator,
+// NULL is shorter) and the twelve arrays' braces, so that one item alone is a whole
+// statement by this measure.
+constexpr std::size_t kItemFixedBytes = 11 + 11 + 12 * 2;
 
 }  // namespace
 
@@ -38,6 +40,7 @@ std::size_t batch_item_bytes(const PreparedRequest& p) {
   for (const auto* field : {&p.scope_kind, &p.scope_id, &p.source, &p.consumer, &p.message_id, &p.event_type,
                             &p.canonical_payload, &p.metadata_json, &p.fingerprint})
     bytes += PgArrayBuilder::element_bytes(*field);
+  bytes += p.ordering_key ? PgArrayBuilder::element_bytes(*p.ordering_key) : 5;  // NULL and a separator
   return bytes;
 }
 
@@ -108,6 +111,10 @@ PreparedRequest prepare_request(const AcceptRequest& request, const AcceptRules&
   prepared.event_type = request.event_type;
   prepared.schema_version = request.schema_version;
   prepared.fingerprint = content_fingerprint(prepared.event_type, prepared.schema_version, prepared.canonical_payload);
+  if (const auto rule = rules.ordering.find(request.consumer); rule != rules.ordering.end()) {
+    prepared.ordering_key = ordering_key_of(rule->second, request);
+    prepared.park_after = rule->second.head_of_line.park_after_attempts();
+  }
   // A batch is split into statements of at most max_statement_bytes; an item over it
   // alone would fail the same way on every redelivery, so it is invalid, not a storage error.
   if (const std::size_t bytes = batch_item_bytes(prepared); bytes > rules.max_statement_bytes)

@@ -1,11 +1,14 @@
 // Validation of an AcceptRequest into the exact values that are stored and compared.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
 
 #include "boxcar/inbox/accept_request.hpp"
+#include "boxcar/inbox/ordering.hpp"
 #include "boxcar/core/canonical_json.hpp"
 
 namespace boxcar::detail {
@@ -26,6 +29,10 @@ struct PreparedRequest {
   std::string canonical_payload;
   std::string metadata_json;
   std::string fingerprint;
+  /// Set when the consumer orders by key (InboxOptions::ordering); park_after is the
+  /// recorded head-of-line policy, nullopt for block.
+  std::optional<std::string> ordering_key;
+  std::optional<int> park_after;
 
   /// The identity as one string, for grouping repeats inside a batch.
   std::string identity_key() const;
@@ -38,6 +45,8 @@ std::string identity_key(std::string_view consumer, std::string_view source, std
 struct AcceptRules {
   const std::unordered_set<std::string>& consumers;
   const CanonicalLimits& payload_limits;
+  /// InboxOptions::ordering: consumers that order their receipts by key.
+  const std::map<std::string, OrderingRule>& ordering;
   /// InboxOptions::max_statement_bytes: the largest item is one that fits a statement alone.
   std::size_t max_statement_bytes;
 };

@@ -103,7 +103,8 @@ inline constexpr const char* kReleaseExpired = R"sql(
 WITH expired AS (
     SELECT id,
            solo_started_at IS NOT NULL AS strike,
-           solo_started_at IS NOT NULL AND attempts >= $3::integer AS exhausted,
+           -- LEAST: an ordered consumer's park_after, as in kFail.
+           solo_started_at IS NOT NULL AND attempts >= LEAST($3::integer, park_after) AS exhausted,
            -- GREATEST: a hand-made row must not fail the recovery of the whole consumer.
            CASE WHEN solo_started_at IS NOT NULL THEN attempts
                 ELSE GREATEST(attempts - 1, finished_attempts) END AS charged
@@ -251,13 +252,16 @@ SELECT pg_catalog.pg_current_xact_id_if_assigned() IS DISTINCT FROM $1::xid8
 // A failed attempt: RETRYABLE after a backoff, or DEAD when it was the last attempt or
 // the failure is permanent ($4 = true). Guarded by the claim token like completion. The
 // handler ran and ended with an outcome, so a suspect is cleared: it did not crash.
+// park_after (an ordered consumer's park_after(N) policy, docs/ordering.md) ends it
+// sooner when it is the smaller: LEAST ignores its NULL (the block policy, or no key).
 inline constexpr const char* kFail = R"sql(
 UPDATE {schema}.inbox_receipts
-SET status = CASE WHEN $4 OR attempts >= $5 THEN 'DEAD' ELSE 'RETRYABLE' END,
-    available_at = CASE WHEN $4 OR attempts >= $5 THEN available_at
+SET status = CASE WHEN $4 OR attempts >= LEAST($5::integer, park_after) THEN 'DEAD' ELSE 'RETRYABLE' END,
+    available_at = CASE WHEN $4 OR attempts >= LEAST($5::integer, park_after) THEN available_at
                         ELSE pg_catalog.now() + pg_catalog.make_interval(secs => $3::double precision / 1000::double precision) END,
     dead_reason = CASE WHEN $4 THEN $8
-                       WHEN attempts >= $5 THEN 'ATTEMPTS_EXHAUSTED' END,
+                       WHEN attempts >= $5::integer THEN 'ATTEMPTS_EXHAUSTED'
+                       WHEN attempts >= park_after THEN 'PARKED_AFTER_ATTEMPTS' END,
     claim_token = NULL,
     lease_expires_at = NULL,
     suspect = false,

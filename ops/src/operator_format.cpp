@@ -110,14 +110,24 @@ std::string to_table(const StatusReport& report) {
   std::vector<std::vector<std::string>> inbox;
   for (const auto& c : report.inbox)
     inbox.push_back({c.consumer + (c.declared || !any_declared ? "" : " (undeclared)"), n(c.pending), n(c.processing),
-                     n(c.retryable), n(c.completed), n(c.dead), n(c.discarded), format_age(c.oldest_due_age)});
+                     n(c.retryable), n(c.waiting), n(c.completed), n(c.dead), n(c.discarded),
+                     format_age(c.oldest_due_age)});
   const auto& o = report.outbox;
   std::string out = "schema " + report.schema + "\n\nINBOX\n";
-  out +=
-      inbox.empty()
-          ? "(no consumers)\n"
-          : render({"CONSUMER", "PENDING", "PROCESSING", "RETRYABLE", "COMPLETED", "DEAD", "DISCARDED", "OLDEST DUE"},
-                   inbox, 1);
+  out += inbox.empty() ? "(no consumers)\n"
+                       : render({"CONSUMER", "PENDING", "PROCESSING", "RETRYABLE", "WAITING", "COMPLETED", "DEAD",
+                                 "DISCARDED", "OLDEST DUE"},
+                                inbox, 1);
+  if (!report.blocked_keys.empty()) {
+    std::vector<std::vector<std::string>> blocked;
+    for (const auto& k : report.blocked_keys)
+      blocked.push_back({k.consumer, k.key, std::to_string(k.head_id), k.head_status, std::to_string(k.head_attempts),
+                         k.waiting > kBlockedKeyWaitingCap ? ">" + n(kBlockedKeyWaitingCap) : n(k.waiting),
+                         format_age(k.blocked_for), k.head_error_type});
+    out += "\nBLOCKED KEYS (each held by its head receipt; boxcar dead unblock KEY releases a DEAD one)\n";
+    out += render({"CONSUMER", "KEY", "RECEIPT", "STATUS", "ATTEMPTS", "WAITING", "BLOCKED FOR", "ERROR TYPE"}, blocked,
+                  99);
+  }
   out += "\nOUTBOX\n";
   out += render({"PENDING", "PUBLISHING", "RETRYABLE", "PUBLISHED", "DEAD", "DISCARDED", "OLDEST UNPUBLISHED"},
                 {{n(o.pending), n(o.publishing), n(o.retryable), n(o.published), n(o.dead), n(o.discarded),
@@ -136,6 +146,7 @@ nlohmann::json to_json(const StatusReport& report) {
                          {"processing", c.processing},
                          {"retryable", c.retryable},
                          {"completed", c.completed},
+                         {"waiting", c.waiting},
                          {"dead", c.dead},
                          {"discarded", c.discarded},
                          {"oldest_due_age_seconds", seconds(c.oldest_due_age)}});
@@ -143,12 +154,25 @@ nlohmann::json to_json(const StatusReport& report) {
     total.processing += c.processing;
     total.retryable += c.retryable;
     total.completed += c.completed;
+    total.waiting += c.waiting;
     total.dead += c.dead;
     total.discarded += c.discarded;
     total.oldest_due_age = std::max(total.oldest_due_age, c.oldest_due_age);
   }
+  auto blocked = nlohmann::json::array();
+  for (const auto& k : report.blocked_keys)
+    blocked.push_back({{"consumer", k.consumer},
+                       {"key", k.key},
+                       {"receipt_id", k.head_id},
+                       {"status", k.head_status},
+                       {"attempts", k.head_attempts},
+                       {"error_type", k.head_error_type},
+                       {"error", k.head_error},
+                       {"waiting", k.waiting},
+                       {"blocked_seconds", seconds(k.blocked_for)}});
   const auto& o = report.outbox;
   return {{"schema", report.schema},
+          {"blocked_keys", blocked},
           {"inbox",
            {{"consumers", consumers},
             {"totals",
@@ -156,6 +180,7 @@ nlohmann::json to_json(const StatusReport& report) {
               {"processing", total.processing},
               {"retryable", total.retryable},
               {"completed", total.completed},
+              {"waiting", total.waiting},
               {"dead", total.dead},
               {"discarded", total.discarded},
               {"oldest_due_age_seconds", seconds(total.oldest_due_age)}}}}},

@@ -55,6 +55,50 @@ GROUP BY status
 ORDER BY status
 )sql";
 
+// Keys whose head failed (docs/ordering.md): from inbox_ordering_keys_blocked, oldest
+// first, each with its head receipt and how many receipts wait behind it (an index-only
+// count on inbox_receipts_waiting, at most $2 + 1 read). $1: keys at most.
+inline constexpr const char* kBlockedKeys = R"sql(
+SELECT k.consumer,
+       k.ordering_key,
+       k.head_id,
+       r.status AS head_status,
+       r.attempts AS head_attempts,
+       coalesce(r.last_error_type, '') AS head_error_type,
+       coalesce(r.last_error, '') AS head_error,
+       (EXTRACT(epoch FROM pg_catalog.now() - k.blocked_since) * 1000::numeric)::bigint AS blocked_ms,
+       (SELECT pg_catalog.count(*)
+        FROM (SELECT 1
+              FROM {schema}.inbox_receipts AS w
+              WHERE w.consumer = k.consumer
+                AND w.ordering_key = k.ordering_key
+                AND w.status = 'WAITING'
+              LIMIT $2::bigint + 1::bigint) AS behind) AS waiting
+FROM {schema}.inbox_ordering_keys AS k
+JOIN {schema}.inbox_receipts AS r ON r.id = k.head_id
+WHERE k.blocked_since IS NOT NULL
+ORDER BY k.blocked_since, k.consumer, k.ordering_key
+LIMIT $1::bigint
+)sql";
+
+// `boxcar dead unblock KEY`: the DEAD receipt that blocks key $2 (of consumer $1, '' =
+// any) stops blocking it; 0012's trigger then promotes the key's next receipt. The
+// receipt stays DEAD, listed and replayable.
+inline constexpr const char* kUnblockKey = R"sql(
+UPDATE {schema}.inbox_receipts AS r
+SET key_released_at = pg_catalog.now(),
+    updated_at = pg_catalog.now()
+FROM {schema}.inbox_ordering_keys AS k
+WHERE k.ordering_key = $2::text
+  AND ($1::text = '' OR k.consumer = $1::text)
+  AND r.id = k.head_id
+  AND r.status = 'DEAD'
+  AND r.park_after IS NULL
+  AND r.key_released_at IS NULL
+  AND r.discarded_at IS NULL
+RETURNING r.id, r.consumer
+)sql";
+
 // ---------------------------------------------------------------------------------------
 // dead list / show. The list is also the dry run of retry and discard: the ids it returns
 // are the ones those statements would take now.
@@ -278,6 +322,9 @@ SET status = 'PENDING',
     finished_attempts = 0,
     available_at = pg_catalog.now(),
     dead_reason = NULL,
+    -- A replayed receipt of an ordered key holds its key again (0012's trigger: it waits
+    -- behind the key's head, if another has become it, and comes next).
+    key_released_at = NULL,
     replay_count = r.replay_count + 1,
     last_replayed_at = pg_catalog.now(),
     last_replayed_by = $8::text,

@@ -38,6 +38,8 @@ StatusReport status(ConnectionPool& pool, const std::string& schema,
         entry.completed += live;
       else if (status == "DEAD")
         entry.dead += live;
+      else if (status == "WAITING")
+        entry.waiting += live;
       entry.discarded += row["discarded"].as<std::int64_t>();
       entry.oldest_due_age =
           std::max(entry.oldest_due_age, std::chrono::milliseconds(row["oldest_due_age_ms"].as<std::int64_t>()));
@@ -62,6 +64,7 @@ StatusReport status(ConnectionPool& pool, const std::string& schema,
     }
     tx.commit();
   });
+  report.blocked_keys = blocked_keys(pool, schema);
   for (auto& [name, entry] : consumers) report.inbox.push_back(std::move(entry));
   return report;
 }

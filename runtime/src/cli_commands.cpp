@@ -171,12 +171,53 @@ void add_dead_action(CommandTree& tree, CLI::App& dead, const std::string& actio
   add_kind_and_json(command, *o);
 }
 
+// Exit 1 when nothing was released: a script that unblocks a key must learn that it is
+// still held (by a head that is still retried, or by nothing at all).
+void add_dead_unblock(CommandTree& tree, CLI::App& dead, std::ostream& out) {
+  struct UnblockFlags {
+    std::string key;
+    std::string consumer;
+    bool json = false;
+  };
+  auto o = std::make_shared<UnblockFlags>();
+  const auto run = [o, &out](const RuntimeConfig& config) {
+    auto pool = operator_pool(config);
+    const auto released = unblock_key(*pool, config.schema, o->key, o->consumer);
+    if (o->json) {
+      auto rows = nlohmann::json::array();
+      for (const auto& r : released) rows.push_back({{"consumer", r.consumer}, {"receipt_id", r.receipt_id}});
+      out << nlohmann::json{{"key", o->key}, {"released", rows}}.dump(2) << "\n";
+      return released.empty() ? 1 : 0;
+    }
+    for (const auto& r : released)
+      out << "released key '" << o->key << "' of " << r.consumer << " from DEAD receipt " << r.receipt_id
+          << " (it stays DEAD: boxcar dead retry --id " << r.receipt_id << " replays it)\n";
+    if (!released.empty()) return 0;
+    bool held = false;
+    for (const auto& k : blocked_keys(*pool, config.schema, 1000)) {
+      if (k.key != o->key || (!o->consumer.empty() && k.consumer != o->consumer)) continue;
+      held = true;
+      out << "key '" << o->key << "' of " << k.consumer << " is held by receipt " << k.head_id << ", which is "
+          << k.head_status << " after " << k.head_attempts << " attempt(s): only a DEAD head can be released\n";
+    }
+    if (!held) out << "no DEAD receipt blocks key '" << o->key << "'\n";
+    return 1;
+  };
+  CLI::App& command =
+      tree.add(dead, "unblock", "release an ordering key from the DEAD receipt that blocks it (docs/ordering.md)", run);
+  command.add_option("KEY", o->key, "the ordering key")->required();
+  command.add_option("--consumer", o->consumer, "only this consumer's key (default: every consumer's)")
+      ->type_name("NAME");
+  command.add_flag("--json", o->json, "print the released receipts as JSON");
+}
+
 void add_dead(CommandTree& tree, std::ostream& out) {
   CLI::App& dead = tree.add(tree.root(), "dead", "operator recovery of DEAD records (docs/operator.md)");
   add_dead_list(tree, dead, out);
   add_dead_show(tree, dead, out);
   add_dead_action(tree, dead, "retry", "replay the matching DEAD records", out);
   add_dead_action(tree, dead, "discard", "mark the matching DEAD records as dealt with", out);
+  add_dead_unblock(tree, dead, out);
 }
 
 void add_purge(CommandTree& tree, std::ostream& out) {

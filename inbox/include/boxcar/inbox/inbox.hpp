@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -17,6 +18,7 @@
 
 #include "boxcar/inbox/accept_request.hpp"
 #include "boxcar/inbox/errors.hpp"
+#include "boxcar/inbox/ordering.hpp"
 #include "boxcar/inbox/receipt.hpp"
 #include "boxcar/core/canonical_json.hpp"
 #include "boxcar/core/connection_pool.hpp"
@@ -42,6 +44,12 @@ struct InboxOptions {
   std::string schema = "boxcar";
   /// Consumers this module declares; accept() rejects any other. Required.
   std::vector<std::string> consumers{};
+  /// Consumers whose receipts run in order per key (docs/ordering.md): consumer name ->
+  /// where its key comes from and its head-of-line policy. Each must be declared in
+  /// `consumers`; a message without a usable key is refused (INBOX_ORDERING_KEY_MISSING,
+  /// INBOX_ORDERING_KEY_INVALID). Every Inbox that accepts for a consumer needs the
+  /// same rule: the key and the policy are recorded on each receipt when it is accepted.
+  std::map<std::string, OrderingRule> ordering{};
   /// Payload limits: nesting depth and canonical size.
   CanonicalLimits payload_limits{};
   /// Byte budget of one statement: accept_many() sends a batch as statements of at most
@@ -125,7 +133,8 @@ class Inbox {
   /// Inbox are in flight (or group commit is off), else in one transaction shared with
   /// the calls that queued meanwhile. Blocks while it waits; holds a pooled connection only while it
   /// leads a flush.
-  /// - new identity: Receipt{Accepted, id, PENDING};
+  /// - new identity: Receipt{Accepted, id, PENDING} (a receipt of an ordered consumer
+  ///   that is not its key's head is stored WAITING, which only a later read shows);
   /// - same identity, same fingerprint: Receipt{Duplicate, id, current status}, the
   ///   stored row untouched;
   /// @throws InboxValidationError before touching the database (INBOX_ITEM_TOO_LARGE when

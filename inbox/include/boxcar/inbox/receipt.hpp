@@ -6,9 +6,11 @@
 
 namespace boxcar {
 
-enum class ReceiptStatus { Pending, Processing, Retryable, Completed, Dead };
+/// Waiting: behind the head of its ordering key (docs/ordering.md); it becomes Pending
+/// when every receipt of its key accepted before it has finished.
+enum class ReceiptStatus { Pending, Processing, Retryable, Completed, Dead, Waiting };
 
-/// "PENDING", "PROCESSING", ... as stored in the status column.
+/// "PENDING", "PROCESSING", ..., "WAITING" as stored in the status column.
 const char* to_string(ReceiptStatus status) noexcept;
 /// Inverse of to_string; throws std::invalid_argument for anything else.
 ReceiptStatus parse_receipt_status(std::string_view text);

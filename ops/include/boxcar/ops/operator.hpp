@@ -1,5 +1,5 @@
 // Operator commands on a Boxcar schema: the library side of `boxcar status`,
-// `boxcar dead list|groups|show|retry|discard` and `boxcar purge` (docs/operator.md).
+// `boxcar dead list|groups|show|retry|discard|unblock` and `boxcar purge` (docs/operator.md).
 //
 //   auto report = boxcar::status(*pool, "boxcar", {"orders.projection.v1"});
 //   std::cout << boxcar::to_table(report);
@@ -20,6 +20,7 @@
 #pragma once
 
 #include "boxcar/ops/dead_records.hpp"
+#include "boxcar/ops/ordering_keys.hpp"
 #include "boxcar/ops/record_kind.hpp"
 #include "boxcar/ops/retention.hpp"
 #include "boxcar/ops/status.hpp"

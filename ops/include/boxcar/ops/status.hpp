@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "boxcar/core/connection_pool.hpp"
+#include "boxcar/ops/ordering_keys.hpp"
 #include "boxcar/ops/record_kind.hpp"
 
 namespace boxcar {
@@ -26,6 +27,8 @@ struct InboxConsumerStatus {
   std::int64_t processing = 0;
   std::int64_t retryable = 0;
   std::int64_t completed = 0;
+  /// Behind the head of their ordering key (docs/ordering.md).
+  std::int64_t waiting = 0;
   /// DEAD and not discarded: what still needs an operator.
   std::int64_t dead = 0;
   /// DEAD and discarded (kept for deduplication, no longer counted as dead).
@@ -52,6 +55,8 @@ struct StatusReport {
   /// One entry per consumer, sorted by name.
   std::vector<InboxConsumerStatus> inbox{};
   OutboxStatus outbox{};
+  /// Ordering keys whose head has failed, longest blocked first (at most 100).
+  std::vector<BlockedKey> blocked_keys{};
 };
 
 /// Counts every receipt and event by status in one read-only REPEATABLE READ snapshot.

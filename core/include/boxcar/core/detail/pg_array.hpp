@@ -21,6 +21,8 @@ class PgArrayBuilder {
   /// Always double-quoted, with '"' and '\' backslash-escaped, so commas, braces,
   /// blanks, empty strings and the word NULL arrive as the text they are.
   void add(std::string_view value);
+  /// An SQL NULL element (unquoted NULL; add(std::string_view) quotes the word).
+  void add_null();
   /// Room for `bytes` of literal, to grow the text once.
   void reserve(std::size_t bytes);
   /// What add(value) appends at most: the escaped text, its quotes and a separator.

@@ -1,0 +1,207 @@
+-- boxcar:compatible-with 11
+-- Per-key ordering of receipts (docs/ordering.md). A consumer may opt in, per Inbox,
+-- to an ordering key taken from each message; then at most one receipt of a key is
+-- claimable or in flight, oldest accepted first, whatever the number of workers. The
+-- receipts behind a key's head wait in a status of their own, WAITING, which no claim
+-- index covers, so the claim statements stay as they are. Triggers keep the head, so
+-- every path that finishes a receipt (worker, lease recovery, operator, retention)
+-- moves its key on the same way. A binary that knows only 0011 never writes an ordering
+-- key, and the triggers handle the ordered rows a newer ingress writes: compatible with 11.
+
+-- ordering_key:    the message's key under its consumer's ordering rule; NULL: unordered.
+-- park_after:      the head-of-line policy recorded at accept: NULL is `block` (a DEAD
+--                  head keeps its key blocked until an operator unblocks it); N is
+--                  `park_after(N)` (DEAD after N attempts, and a DEAD receipt never blocks).
+-- key_seq:         position within the key, assigned under the key's row lock when the
+--                  receipt had to wait (the accept order of the key); NULL for a receipt
+--                  that was its key's head on arrival.
+-- key_released_at: when an operator released the key a DEAD head blocked (boxcar dead
+--                  unblock); discarding that receipt releases the key too.
+ALTER TABLE inbox_receipts
+    ADD COLUMN ordering_key text,
+    ADD COLUMN park_after integer,
+    ADD COLUMN key_seq bigint,
+    ADD COLUMN key_released_at timestamptz;
+
+ALTER TABLE inbox_receipts
+    ADD CONSTRAINT inbox_receipts_ordering CHECK (
+        (ordering_key IS NULL OR octet_length(ordering_key) BETWEEN 1 AND 512)
+        AND (park_after IS NULL OR (ordering_key IS NOT NULL AND park_after >= 1))
+        AND (key_seq IS NULL OR ordering_key IS NOT NULL)
+        AND (key_released_at IS NULL OR status = 'DEAD')) NOT VALID;
+
+-- WAITING joins the statuses. NOT VALID: the rows already present were checked against a
+-- subset of these values, and a full scan would hold the table lock while it runs.
+ALTER TABLE inbox_receipts DROP CONSTRAINT inbox_receipts_status;
+ALTER TABLE inbox_receipts
+    ADD CONSTRAINT inbox_receipts_status CHECK (
+        status IN ('PENDING', 'PROCESSING', 'RETRYABLE', 'COMPLETED', 'DEAD', 'WAITING')) NOT VALID;
+
+-- One row per (consumer, key) that has a head: the receipt that is claimable, in flight,
+-- retrying, or DEAD and blocking. Its row lock serialises everything that changes the
+-- key's head (an accept, a head finishing, a replay); deleted when the key empties, so
+-- the table is as large as the set of keys with work, not every key ever seen.
+-- next_seq:      the last key_seq handed out.
+-- blocked_since: when the head first failed (RETRYABLE or DEAD); NULL while it has not.
+CREATE TABLE inbox_ordering_keys (
+    consumer      text        NOT NULL,
+    ordering_key  text        NOT NULL,
+    head_id       bigint      NOT NULL,
+    next_seq      bigint      NOT NULL DEFAULT 0,
+    blocked_since timestamptz,
+    PRIMARY KEY (consumer, ordering_key)
+);
+
+-- Blocked keys per consumer: the collector's gauge and `boxcar status`, without a scan.
+CREATE INDEX inbox_ordering_keys_blocked
+    ON inbox_ordering_keys (consumer, blocked_since)
+    WHERE blocked_since IS NOT NULL;
+
+ALTER TABLE inbox_ordering_keys SET (
+    autovacuum_vacuum_scale_factor = 0.02,
+    autovacuum_vacuum_threshold = 1000
+);
+
+-- Whether a receipt holds its key: it is the head, or waits to become it. A DEAD receipt
+-- holds it under `block` until an operator unblocks or discards it.
+CREATE FUNCTION inbox_receipt_holds_key(receipt inbox_receipts)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE
+SET search_path FROM CURRENT
+RETURN receipt.status IN ('PENDING', 'RETRYABLE', 'PROCESSING', 'WAITING')
+       OR (receipt.status = 'DEAD' AND receipt.park_after IS NULL
+           AND receipt.key_released_at IS NULL AND receipt.discarded_at IS NULL);
+
+-- A receipt starts to hold its key (accepted, or replayed after it stopped holding): it
+-- becomes the head when the key has none, else it waits behind it.
+CREATE FUNCTION inbox_key_join(receipt_id bigint, receipt_consumer text, receipt_key text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    head bigint;
+    seq bigint;
+BEGIN
+    INSERT INTO inbox_ordering_keys AS k (consumer, ordering_key, head_id)
+    VALUES (receipt_consumer, receipt_key, receipt_id)
+    ON CONFLICT (consumer, ordering_key)
+    DO UPDATE SET next_seq = k.next_seq + 1
+    RETURNING k.head_id, k.next_seq INTO head, seq;
+    IF head <> receipt_id THEN
+        -- key_seq is kept when a replayed receipt already has one: it comes next.
+        UPDATE inbox_receipts
+        SET status = 'WAITING',
+            key_seq = COALESCE(key_seq, seq)
+        WHERE id = receipt_id;
+    END IF;
+END;
+$$;
+
+-- The head stopped holding its key: the next waiting receipt becomes the head, or the key
+-- row goes. The lock comes first, in a statement of its own: the search for the next one
+-- then runs with a fresh snapshot (READ COMMITTED, a volatile function), which sees every
+-- accept that committed while this transaction waited for the lock.
+CREATE FUNCTION inbox_key_advance(receipt_id bigint, receipt_consumer text, receipt_key text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    next_head bigint;
+BEGIN
+    PERFORM 1
+    FROM inbox_ordering_keys
+    WHERE consumer = receipt_consumer
+      AND ordering_key = receipt_key
+      AND head_id = receipt_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE inbox_receipts
+    SET status = 'PENDING',
+        updated_at = pg_catalog.now()
+    WHERE id = (SELECT w.id
+                FROM inbox_receipts AS w
+                WHERE w.consumer = receipt_consumer
+                  AND w.ordering_key = receipt_key
+                  AND w.status = 'WAITING'
+                ORDER BY w.key_seq NULLS FIRST, w.id
+                LIMIT 1)
+    RETURNING id INTO next_head;
+    IF next_head IS NULL THEN
+        DELETE FROM inbox_ordering_keys
+        WHERE consumer = receipt_consumer
+          AND ordering_key = receipt_key;
+    ELSE
+        UPDATE inbox_ordering_keys
+        SET head_id = next_head,
+            blocked_since = NULL
+        WHERE consumer = receipt_consumer
+          AND ordering_key = receipt_key;
+    END IF;
+END;
+$$;
+
+CREATE FUNCTION inbox_receipts_key_order()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    held boolean;
+    holds boolean;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        PERFORM inbox_key_join(NEW.id, NEW.consumer, NEW.ordering_key);
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        IF OLD.status <> 'WAITING' AND inbox_receipt_holds_key(OLD) THEN
+            PERFORM inbox_key_advance(OLD.id, OLD.consumer, OLD.ordering_key);
+        END IF;
+        RETURN NULL;
+    END IF;
+    held := inbox_receipt_holds_key(OLD);
+    holds := inbox_receipt_holds_key(NEW);
+    IF held AND NOT holds THEN
+        IF OLD.status <> 'WAITING' THEN
+            PERFORM inbox_key_advance(NEW.id, NEW.consumer, NEW.ordering_key);
+        END IF;
+    ELSIF holds AND NOT held THEN
+        PERFORM inbox_key_join(NEW.id, NEW.consumer, NEW.ordering_key);
+    ELSIF NEW.status IN ('RETRYABLE', 'DEAD') THEN
+        UPDATE inbox_ordering_keys
+        SET blocked_since = pg_catalog.now()
+        WHERE consumer = NEW.consumer
+          AND ordering_key = NEW.ordering_key
+          AND head_id = NEW.id
+          AND blocked_since IS NULL;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+-- WHEN keeps unordered receipts and the claim's PENDING -> PROCESSING step from ever
+-- calling the function.
+CREATE TRIGGER inbox_receipts_key_order_insert
+    AFTER INSERT ON inbox_receipts
+    FOR EACH ROW
+    WHEN (NEW.ordering_key IS NOT NULL)
+    EXECUTE FUNCTION inbox_receipts_key_order();
+
+CREATE TRIGGER inbox_receipts_key_order_update
+    AFTER UPDATE OF status, key_released_at, discarded_at ON inbox_receipts
+    FOR EACH ROW
+    WHEN (NEW.ordering_key IS NOT NULL
+          AND NEW.status NOT IN ('PROCESSING', 'WAITING')
+          AND (OLD.status IS DISTINCT FROM NEW.status OR OLD.key_released_at IS DISTINCT FROM NEW.key_released_at
+               OR OLD.discarded_at IS DISTINCT FROM NEW.discarded_at))
+    EXECUTE FUNCTION inbox_receipts_key_order();
+
+CREATE TRIGGER inbox_receipts_key_order_delete
+    AFTER DELETE ON inbox_receipts
+    FOR EACH ROW
+    WHEN (OLD.ordering_key IS NOT NULL)
+    EXECUTE FUNCTION inbox_receipts_key_order();
