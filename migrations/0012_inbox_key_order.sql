@@ -62,6 +62,13 @@ ALTER TABLE inbox_ordering_keys SET (
     autovacuum_vacuum_threshold = 1000
 );
 
+-- The functions below pin their search_path to this schema, then pg_catalog, then pg_temp
+-- last (SET search_path FROM CURRENT takes the value set here, for this transaction only):
+-- the trigger function runs as its owner (SECURITY DEFINER), so no caller's search_path or
+-- temporary table may redirect it.
+SELECT pg_catalog.set_config('search_path',
+                             pg_catalog.quote_ident(pg_catalog.current_schema()) || ', pg_catalog, pg_temp', true);
+
 -- Whether a receipt holds its key: it is the head, or waits to become it. A DEAD receipt
 -- holds it under `block` until an operator unblocks or discards it.
 CREATE FUNCTION inbox_receipt_holds_key(receipt inbox_receipts)
@@ -144,9 +151,12 @@ BEGIN
 END;
 $$;
 
+-- SECURITY DEFINER: the runtime roles (docs/security.md) need no rights on the key table
+-- nor on the columns the trigger writes; an accept only inserts its row.
 CREATE FUNCTION inbox_receipts_key_order()
 RETURNS trigger
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 DECLARE
@@ -205,3 +215,7 @@ CREATE TRIGGER inbox_receipts_key_order_delete
     FOR EACH ROW
     WHEN (OLD.ordering_key IS NOT NULL)
     EXECUTE FUNCTION inbox_receipts_key_order();
+
+-- Callable by the triggers only: as the owner's functions they could change any receipt.
+REVOKE ALL ON FUNCTION inbox_receipt_holds_key(inbox_receipts), inbox_key_join(bigint, text, text),
+    inbox_key_advance(bigint, text, text), inbox_receipts_key_order() FROM PUBLIC;

@@ -104,7 +104,7 @@ struct Metrics::Impl {
   // Backlog (set by the background collector).
   Family<Gauge>& inbox_receipts = gauge(*registry, "boxcar_inbox_receipts",
                                         "Inbox receipts by consumer and status (PENDING, RETRYABLE, "
-                                        "PROCESSING, DEAD not discarded) at the last backlog collection.");
+                                        "PROCESSING, WAITING, DEAD not discarded) at the last backlog collection.");
   Family<Gauge>& inbox_receipts_estimated =
       gauge(*registry, "boxcar_inbox_receipts_estimated",
             "1 when boxcar_inbox_receipts of the same consumer and status is an estimate (above the collector's "
@@ -112,6 +112,12 @@ struct Metrics::Impl {
   Family<Gauge>& inbox_oldest_due_age =
       gauge(*registry, "boxcar_inbox_oldest_due_age_seconds",
             "How long the oldest due PENDING/RETRYABLE receipt of a consumer has been due; 0 when none.");
+  Family<Gauge>& inbox_blocked_keys =
+      gauge(*registry, "boxcar_inbox_blocked_keys",
+            "Ordering keys of a consumer whose head receipt has failed (RETRYABLE, or DEAD under the block policy).");
+  Family<Gauge>& inbox_oldest_blocked_age =
+      gauge(*registry, "boxcar_inbox_oldest_blocked_age_seconds",
+            "How long the longest-blocked ordering key of a consumer has been blocked; 0 when none.");
   Family<Gauge>& outbox_events =
       gauge(*registry, "boxcar_outbox_events",
             "Outbox events by status (PENDING, RETRYABLE, PUBLISHING, DEAD not discarded) at the last collection.");
@@ -206,6 +212,11 @@ void Metrics::set_inbox_receipts_estimated(const std::string& consumer, std::str
 
 void Metrics::set_inbox_oldest_due_age(const std::string& consumer, double seconds) {
   impl_->inbox_oldest_due_age.Add({{"consumer", consumer}}).Set(non_negative(seconds));
+}
+
+void Metrics::set_inbox_blocked_keys(const std::string& consumer, double keys, double oldest_age_seconds) {
+  impl_->inbox_blocked_keys.Add({{"consumer", consumer}}).Set(keys);
+  impl_->inbox_oldest_blocked_age.Add({{"consumer", consumer}}).Set(non_negative(oldest_age_seconds));
 }
 
 void Metrics::set_outbox_events(std::string_view status, double count) {

@@ -45,6 +45,12 @@ inline constexpr const char* kOwnership[] = {
     "ALTER FUNCTION {schema}.failure_fingerprint(text, text) OWNER TO {migrator}",
     "ALTER TABLE {schema}.backlog_snapshot OWNER TO {migrator}",
     "ALTER STATISTICS {schema}.inbox_receipts_backlog_mix OWNER TO {migrator}",
+    "ALTER TABLE {schema}.inbox_ordering_keys OWNER TO {migrator}",
+    // The key-order trigger runs as its owner (SECURITY DEFINER, 0012): the migrator.
+    "ALTER FUNCTION {schema}.inbox_receipt_holds_key({schema}.inbox_receipts) OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.inbox_key_join(bigint, text, text) OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.inbox_key_advance(bigint, text, text) OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.inbox_receipts_key_order() OWNER TO {migrator}",
 };
 
 // Exact grants: whatever the runtime roles held on Boxcar's objects goes first (revoking a
@@ -53,7 +59,8 @@ inline constexpr const char* kOwnership[] = {
 inline constexpr const char* kRevoke[] = {
     "REVOKE ALL ON SCHEMA {schema} FROM {ingress}, {worker}, {publisher}, {operator}",
     R"(REVOKE ALL ON TABLE {schema}.schema_migrations, {schema}.inbox_receipts, {schema}.outbox_events,
-                     {schema}.inbox_dead_records, {schema}.outbox_dead_records, {schema}.backlog_snapshot
+                     {schema}.inbox_dead_records, {schema}.outbox_dead_records, {schema}.backlog_snapshot,
+                     {schema}.inbox_ordering_keys
 FROM {ingress}, {worker}, {publisher}, {operator})",
     "REVOKE ALL ON FUNCTION {schema}.failure_fingerprint(text, text) FROM {ingress}, {worker}, {publisher}, {operator}",
 };
@@ -69,7 +76,7 @@ inline constexpr const char* kGrant[] = {
     // of an existing identity, RETURNING and ON CONFLICT.
     R"(GRANT SELECT,
       INSERT (scope_kind, scope_id, source, consumer, message_id,
-              event_type, schema_version, payload, metadata, fingerprint)
+              event_type, schema_version, payload, metadata, fingerprint, ordering_key, park_after)
 ON TABLE {schema}.inbox_receipts
 TO {ingress})",
 
@@ -103,9 +110,12 @@ TO {publisher})",
     // UPDATE on a view needs UPDATE on it) and update the tables' state and audit columns.
     R"(GRANT SELECT, DELETE,
       UPDATE (status, attempts, finished_attempts, available_at, dead_reason, replay_count,
-              last_replayed_at, last_replayed_by, discarded_at, discarded_by, updated_at)
+              last_replayed_at, last_replayed_by, discarded_at, discarded_by, key_released_at, updated_at)
 ON TABLE {schema}.inbox_receipts
 TO {operator})",
+    // operator: blocked keys (status, dead unblock); every Runtime's backlog collector:
+    // the blocked-keys gauges. Read only: the key-order trigger writes it as its owner.
+    "GRANT SELECT ON TABLE {schema}.inbox_ordering_keys TO {ingress}, {worker}, {publisher}, {operator}",
     R"(GRANT SELECT, DELETE,
       UPDATE (status, attempts, available_at, dead_reason, replay_count,
               last_replayed_at, last_replayed_by, discarded_at, discarded_by, updated_at)

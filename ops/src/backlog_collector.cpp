@@ -35,7 +35,7 @@ namespace sql = detail::backlog_sql;
 // overloaded server) and should fail and be retried rather than hold a connection.
 constexpr int kStatementTimeoutMs = 10000;
 
-constexpr std::string_view kInboxStatuses[] = {"PENDING", "RETRYABLE", "PROCESSING", "DEAD"};
+constexpr std::string_view kInboxStatuses[] = {"PENDING", "RETRYABLE", "PROCESSING", "DEAD", "WAITING"};
 constexpr std::string_view kOutboxStatuses[] = {"PENDING", "RETRYABLE", "PUBLISHING", "DEAD"};
 constexpr std::string_view kTables[] = {"inbox_receipts", "outbox_events"};
 
@@ -49,6 +49,9 @@ struct ConsumerBacklog {
   std::map<std::string, double, std::less<>> by_status;  // missing status = 0
   std::set<std::string, std::less<>> estimated;          // statuses above the exact cap
   double oldest_due_age = 0;
+  // Ordering keys whose head failed, and how long the longest-blocked one has been.
+  double blocked_keys = 0;
+  double oldest_blocked_age = 0;
 };
 
 struct TableHealth {
@@ -81,6 +84,8 @@ nlohmann::json inbox_figures(const std::map<std::string, ConsumerBacklog>& consu
     for (const auto& [status, count] : backlog.by_status) entry["counts"][status] = count;
     entry["estimated"] = backlog.estimated;
     entry["oldest_due_age"] = backlog.oldest_due_age;
+    entry["blocked_keys"] = backlog.blocked_keys;
+    entry["oldest_blocked_age"] = backlog.oldest_blocked_age;
   }
   return {{"consumers", std::move(out)}};
 }
@@ -92,6 +97,9 @@ std::map<std::string, ConsumerBacklog> inbox_from_figures(const nlohmann::json& 
     for (const auto& [status, count] : entry.at("counts").items()) backlog.by_status[status] = count.get<double>();
     for (const auto& status : entry.at("estimated")) backlog.estimated.insert(status.get<std::string>());
     backlog.oldest_due_age = entry.at("oldest_due_age").get<double>();
+    // Figures stored by a process of an older release have no key figures.
+    backlog.blocked_keys = entry.value("blocked_keys", 0.0);
+    backlog.oldest_blocked_age = entry.value("oldest_blocked_age", 0.0);
   }
   return consumers;
 }
@@ -142,7 +150,9 @@ std::vector<BacklogCollector::NamedQuery> BacklogCollector::queries(std::string_
           {"inbox_estimates", std::string(sql::kInboxEstimates)},
           {"snapshot_claim", detail::with_schema(sql::kSnapshotClaim, schema)},
           {"snapshot_store", detail::with_schema(sql::kSnapshotStore, schema)},
-          {"snapshot_read", detail::with_schema(sql::kSnapshotRead, schema)}};
+          {"snapshot_read", detail::with_schema(sql::kSnapshotRead, schema)},
+          {"inbox_waiting", detail::with_schema(sql::kInboxWaiting, schema)},
+          {"inbox_blocked_keys", detail::with_schema(sql::kInboxBlockedKeys, schema)}};
 }
 
 BacklogCollector::BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::shared_ptr<Metrics> metrics,
@@ -213,7 +223,9 @@ enum Query : std::size_t {
   kEstimates,
   kClaim,
   kStore,
-  kRead
+  kRead,
+  kWaiting,
+  kBlockedKeys
 };
 
 }  // namespace
@@ -310,6 +322,12 @@ void BacklogCollector::collect_once() {
           };
           capped(kProcessing, "processing", "PROCESSING");
           capped(kDead, "dead", "DEAD");
+          capped(kWaiting, "waiting", "WAITING");
+          for (const auto& row : run(kBlockedKeys)) {
+            auto& consumer = snapshot.consumers[row["consumer"].as<std::string>()];
+            consumer.blocked_keys = row["blocked_keys"].as<double>();
+            consumer.oldest_blocked_age = row["oldest_blocked_age"].as<double>();
+          }
           // Above the cap: the statistics' estimate, never below what the capped scan saw.
           if (!above_cap.empty())
             for (const auto& row : run(kEstimates, options_.schema)) {
@@ -373,6 +391,8 @@ void BacklogCollector::collect_once() {
       for (const auto& [status, count] : it->second.by_status) folded.by_status[status] += count;
       folded.estimated.insert(it->second.estimated.begin(), it->second.estimated.end());
       folded.oldest_due_age = std::max(folded.oldest_due_age, it->second.oldest_due_age);
+      folded.blocked_keys += it->second.blocked_keys;
+      folded.oldest_blocked_age = std::max(folded.oldest_blocked_age, it->second.oldest_blocked_age);
       any_folded = true;
       it = snapshot.consumers.erase(it);
     }
@@ -390,6 +410,7 @@ void BacklogCollector::collect_once() {
         metrics_->set_inbox_receipts_estimated(consumer, status, backlog.estimated.contains(status));
       }
       metrics_->set_inbox_oldest_due_age(consumer, backlog.oldest_due_age);
+      metrics_->set_inbox_blocked_keys(consumer, backlog.blocked_keys, backlog.oldest_blocked_age);
     }
   }
   if (snapshot.outbox_known) {

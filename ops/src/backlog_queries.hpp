@@ -116,6 +116,54 @@ CROSS JOIN LATERAL (
 WHERE c.consumer IS NOT NULL
 )SQL";
 
+// Receipts waiting behind their ordering key's head (docs/ordering.md), per consumer, from
+// inbox_receipts_waiting (consumer, ordering_key, key_seq, id) WHERE status = 'WAITING'
+// (index-only). $1 (bigint): rows read per consumer at most. No consumer orders by key:
+// an empty index, one descent.
+inline constexpr std::string_view kInboxWaiting = R"SQL(
+WITH RECURSIVE consumers AS (
+  (SELECT r.consumer
+   FROM {schema}.inbox_receipts AS r
+   WHERE r.status = 'WAITING'
+   ORDER BY r.consumer
+   LIMIT 1)
+  UNION ALL
+  SELECT (SELECT r.consumer
+          FROM {schema}.inbox_receipts AS r
+          WHERE r.status = 'WAITING'
+            AND r.consumer > c.consumer
+          ORDER BY r.consumer
+          LIMIT 1)
+  FROM consumers AS c
+  WHERE c.consumer IS NOT NULL
+)
+SELECT c.consumer,
+       capped.seen AS waiting
+FROM consumers AS c
+CROSS JOIN LATERAL (
+  SELECT pg_catalog.count(*) AS seen
+  FROM (SELECT 1
+        FROM {schema}.inbox_receipts AS r
+        WHERE r.consumer = c.consumer
+          AND r.status = 'WAITING'
+        ORDER BY r.ordering_key
+        LIMIT $1::bigint) AS s
+) AS capped
+WHERE c.consumer IS NOT NULL
+)SQL";
+
+// Blocked ordering keys per consumer (keys whose head failed), from
+// inbox_ordering_keys_blocked (consumer, blocked_since) WHERE blocked_since IS NOT NULL:
+// the key table holds only keys with work, and this index only the blocked ones.
+inline constexpr std::string_view kInboxBlockedKeys = R"SQL(
+SELECT k.consumer,
+       pg_catalog.count(*) AS blocked_keys,
+       EXTRACT(epoch FROM pg_catalog.now() - pg_catalog.min(k.blocked_since))::float8 AS oldest_blocked_age
+FROM {schema}.inbox_ordering_keys AS k
+WHERE k.blocked_since IS NOT NULL
+GROUP BY k.consumer
+)SQL";
+
 // DEAD receipts an operator has not discarded, per consumer, from inbox_receipts_dead
 // (consumer, updated_at) WHERE status = 'DEAD'. Discarded rows stay DEAD with
 // discarded_at set (0003_operations.sql); they are settled, so not counted (but read:

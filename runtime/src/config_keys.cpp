@@ -5,6 +5,7 @@
 // scripts/config-reference (tests/host/config_keys_test.cpp fails until you do).
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <sstream>
 
 #include "boxcar/runtime/config.hpp"
@@ -204,6 +205,56 @@ ConfigKey topics() {
   return key;
 }
 
+// inbox.ordering.<consumer> = "payload:/order/id" | "header:NAME", then optionally
+// " park_after=N" (default: block). Parsed here so a mistake fails at load time.
+OrderingRule parse_ordering_rule(const std::string& key, const std::string& value) {
+  const auto space = value.find(' ');
+  const std::string source = value.substr(0, space);
+  const std::string policy = space == std::string::npos ? "block" : value.substr(space + 1);
+  const auto usage = [&] {
+    return ConfigError(key, "expects 'payload:/POINTER' or 'header:NAME', optionally followed by ' block' or "
+                            "' park_after=N', got '" + value + "'");
+  };
+  std::optional<OrderingKey> ordering_key;
+  try {
+    if (source.starts_with("payload:"))
+      ordering_key = OrderingKey::payload_pointer(source.substr(8));
+    else if (source.starts_with("header:"))
+      ordering_key = OrderingKey::metadata_header(source.substr(7));
+    else
+      throw usage();
+  } catch (const ConfigError& e) {
+    if (e.key() == key) throw;
+    throw ConfigError(key, e.what());
+  }
+  if (policy == "block") return {.key = *ordering_key, .head_of_line = HeadOfLine::block()};
+  if (!policy.starts_with("park_after=")) throw usage();
+  return {.key = *ordering_key,
+          .head_of_line = HeadOfLine::park_after(static_cast<int>(parse_number(key, policy.substr(11), 1)))};
+}
+
+ConfigKey ordering() {
+  const std::string name = "inbox.ordering";
+  ConfigKey key{.name = name,
+                .type = "SOURCE [POLICY]",
+                .doc = "per-key ordering of a consumer's receipts, one key per consumer as "
+                       "`inbox.ordering.<consumer>`: `payload:/POINTER` or `header:NAME`, then `block` (default) or "
+                       "`park_after=N` (docs/ordering.md)",
+                .env = env_name(name),
+                .family = "inbox.ordering."};
+  key.set = [name](RuntimeConfig& c, const std::string& k, const std::string& v) {
+    if (k == name) throw ConfigError(k, "name the consumer: inbox.ordering.<consumer>");
+    c.inbox_ordering.insert_or_assign(k.substr(name.size() + 1), parse_ordering_rule(k, v));
+    c.inbox_ordering_text[k.substr(name.size() + 1)] = v;
+  };
+  key.show = [name](const RuntimeConfig& c) {
+    Shown out;
+    for (const auto& [consumer, text] : c.inbox_ordering_text) out.emplace_back(name + "." + consumer, text);
+    return out;
+  };
+  return key;
+}
+
 ConfigKey allowed_topics() {
   const std::string name = "publisher.allowed_topics";
   ConfigKey key{.name = name,
@@ -270,6 +321,7 @@ std::vector<ConfigKey> build_table() {
           "inbox.group_commit", [](auto& c) -> auto& { return c.inbox_group_commit; },
           "true: accept() calls that arrive while two others commit share the next transaction (one WAL flush); "
           "false: each commits alone (README, \"Accepting a message\")"),
+      ordering(),
       boolean(
           "worker.enabled", [](auto& c) -> auto& { return c.worker.enabled; }, "false: never claim"),
       list(

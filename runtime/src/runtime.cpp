@@ -130,6 +130,7 @@ Inbox& Runtime::inbox() {
     impl_->inbox = std::make_unique<Inbox>(impl_->pool,
                                            InboxOptions{.schema = impl_->config.schema,
                                                         .consumers = impl_->config.consumers,
+                                                        .ordering = impl_->config.inbox_ordering,
                                                         .max_statement_bytes = impl_->config.inbox_max_statement_bytes,
                                                         .group_commit = impl_->config.inbox_group_commit,
                                                         .metrics = impl_->metrics});

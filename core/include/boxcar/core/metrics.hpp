@@ -67,6 +67,11 @@ class Metrics {
   /// boxcar_inbox_oldest_due_age_seconds{consumer} (gauge): how long the oldest due
   /// PENDING/RETRYABLE receipt has been due; 0 when none.
   void set_inbox_oldest_due_age(const std::string& consumer, double seconds);
+  /// boxcar_inbox_blocked_keys{consumer} (gauge): ordering keys whose head receipt has
+  /// failed (RETRYABLE, or DEAD under the block policy), and
+  /// boxcar_inbox_oldest_blocked_age_seconds{consumer}: how long the longest-blocked one
+  /// has been (docs/ordering.md).
+  void set_inbox_blocked_keys(const std::string& consumer, double keys, double oldest_age_seconds);
   /// boxcar_outbox_events{status} (gauge).
   void set_outbox_events(std::string_view status, double count);
   /// boxcar_outbox_oldest_unpublished_age_seconds (gauge); 0 when none.

@@ -18,6 +18,7 @@
 
 #include <functional>
 #include <optional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,10 @@ struct RuntimeConfig {
   std::size_t inbox_max_statement_bytes = kDefaultMaxStatementBytes;
   /// inbox.group_commit: the Runtime inbox's InboxOptions::group_commit.
   bool inbox_group_commit = InboxOptions{}.group_commit;
+  /// inbox.ordering.<consumer>: the Runtime inbox's InboxOptions::ordering, and each
+  /// rule's text as configured (for `config check`).
+  std::map<std::string, OrderingRule> inbox_ordering{};
+  std::map<std::string, std::string> inbox_ordering_text{};
   /// The worker's options; schema, consumers and metrics are filled in by the Runtime.
   WorkerOptions worker{};
   /// The publisher's options (kafka.*, publisher.topics.*); schema and metrics are filled
