@@ -73,7 +73,7 @@ class InsertRow final : public boxcar::InboxHandler {
  public:
   explicit InsertRow(std::string schema) : sql_("INSERT INTO " + schema + ".app_rows (message_id) VALUES ($1)") {}
   void handle(const nlohmann::json&, boxcar::HandlerContext& context) override {
-    context.tx.exec_params(sql_, context.message_id);
+    context.tx.exec(sql_, context.message_id);
   }
 
  private:

@@ -187,7 +187,7 @@ Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
   }
   for (const auto& [consumer, rule] : options_.ordering)
     if (!queries_->consumers.contains(consumer))
-      throw ConfigError("inbox.ordering", "'" + consumer + "' orders by key but is not among the declared consumers");
+      throw ConfigError("inbox.ordering.", "'" + consumer + "' orders by key but is not among the declared consumers");
   queries_->insert = detail::with_schema(inbox_sql::kInsert, schema);
   queries_->lookup = detail::with_schema(inbox_sql::kLookup, schema);
   queries_->insert_many = detail::with_schema(inbox_sql::kInsertMany, schema);

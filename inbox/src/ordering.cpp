@@ -8,7 +8,7 @@
 namespace boxcar {
 
 OrderingKey OrderingKey::metadata_header(std::string name) {
-  if (name.empty()) throw ConfigError("ordering.key", "a metadata header name must not be empty");
+  if (name.empty()) throw ConfigError("inbox.ordering.", "a metadata header name must not be empty");
   return OrderingKey(false, std::move(name));
 }
 
@@ -16,9 +16,9 @@ OrderingKey OrderingKey::payload_pointer(std::string pointer) {
   try {
     [[maybe_unused]] const nlohmann::json::json_pointer parsed(pointer);
   } catch (const nlohmann::json::exception& e) {
-    throw ConfigError("ordering.key", "'" + pointer + "' is not a JSON Pointer (RFC 6901): " + e.what());
+    throw ConfigError("inbox.ordering.", "'" + pointer + "' is not a JSON Pointer (RFC 6901): " + e.what());
   }
-  if (pointer.empty()) throw ConfigError("ordering.key", "the payload pointer must name a member, e.g. /order/id");
+  if (pointer.empty()) throw ConfigError("inbox.ordering.", "the payload pointer must name a member, e.g. /order/id");
   return OrderingKey(true, std::move(pointer));
 }
 
@@ -26,7 +26,7 @@ std::string OrderingKey::field() const { return from_payload_ ? "payload" + path
 
 HeadOfLine HeadOfLine::park_after(int attempts) {
   if (attempts < 1)
-    throw ConfigError("ordering.head_of_line", "park_after needs at least 1 attempt, got " + std::to_string(attempts));
+    throw ConfigError("inbox.ordering.", "park_after needs at least 1 attempt, got " + std::to_string(attempts));
   return HeadOfLine(attempts);
 }
 

@@ -243,7 +243,10 @@ ConfigKey ordering() {
                 .env = env_name(name),
                 .family = "inbox.ordering."};
   key.set = [name](RuntimeConfig& c, const std::string& k, const std::string& v) {
-    if (k == name) throw ConfigError(k, "name the consumer: inbox.ordering.<consumer>");
+    if (k == name) {
+      if (v.empty()) return;  // the family's own name: nothing ordered
+      throw ConfigError(k, "name the consumer: inbox.ordering.<consumer>=" + v);
+    }
     c.inbox_ordering.insert_or_assign(k.substr(name.size() + 1), parse_ordering_rule(k, v));
     c.inbox_ordering_text[k.substr(name.size() + 1)] = v;
   };

@@ -264,13 +264,14 @@ TEST_CASE("every backlog query reads its partial index, not the table, on 1,000,
   const std::map<std::string, std::string> expected_index = {
       {"inbox_claimable", "inbox_receipts_claimable"}, {"inbox_processing", "inbox_receipts_leases"},
       {"inbox_dead", "inbox_receipts_dead"},           {"outbox_due", "outbox_events_due"},
-      {"outbox_publishing", "outbox_events_leases"},   {"outbox_dead", "outbox_events_dead"}};
+      {"outbox_publishing", "outbox_events_leases"},   {"outbox_dead", "outbox_events_dead"},
+      {"inbox_waiting", "inbox_receipts_waiting"}};
   // The per-consumer capped scans must walk their index in order and stop at the LIMIT:
   // a Sort (after a bitmap or another index's scan) would read every entry of the
   // consumer first.
-  const std::set<std::string> capped = {"inbox_claimable", "inbox_processing", "inbox_dead"};
+  const std::set<std::string> capped = {"inbox_claimable", "inbox_processing", "inbox_dead", "inbox_waiting"};
   const auto queries = BacklogCollector::queries(db.schema());
-  REQUIRE(queries.size() == 12);
+  REQUIRE(queries.size() == 14);
   for (const auto& query : queries) {
     if (query.name.rfind("snapshot_", 0) == 0) continue;  // primary-key lookups on a two-row table
     std::string sql = query.sql;
@@ -328,7 +329,7 @@ TEST_CASE("undeclared consumers in the table beyond 20 are summed under one labe
       ++series;
       if (line.find("status=\"PENDING\"") != std::string::npos) pending += std::stod(line.substr(line.rfind(' ')));
     }
-  CHECK(series == (1 + 20 + 1) * 4);  // declared, 20 orphans by name, the rest summed; 4 statuses each
+  CHECK(series == (1 + 20 + 1) * 5);  // declared, 20 orphans by name, the rest summed; 5 statuses each
   CHECK(pending == 51);               // nothing lost in the sum
   CHECK(s.inbox(kOrders, "PENDING") == 1);
   CHECK(s.inbox("(undeclared)", "PENDING") == 30);
@@ -454,7 +455,7 @@ TEST_CASE("two collectors in one schema: one computes per interval, and both exp
   CHECK(ea.value("boxcar_inbox_receipts", {{"consumer", kOrders}, {"status", "PENDING"}}) == 2);
   CHECK(ea.value("boxcar_outbox_events", {{"status", "PENDING"}}) == 1);
   // receipts and their estimated flags, ages, outbox statuses, outbox age
-  CHECK(backlog_lines(ea).size() == 2 * 4 * 2 + 2 + 4 + 1);
+  CHECK(backlog_lines(ea).size() == 2 * 5 * 2 + 2 + 4 + 1);
   CHECK(backlog_lines(ea) == backlog_lines(eb));
   CHECK(eb.value("boxcar_backlog_snapshot_age_seconds", {{"section", "inbox"}}) >= 0);
   CHECK(eb.value("boxcar_backlog_last_success_timestamp_seconds") > 1.7e9);

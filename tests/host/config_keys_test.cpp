@@ -53,6 +53,7 @@ TEST_CASE("every configuration key rejects a malformed value with an error namin
       {"HOST:PORT", "nowhere"},
       {"text|json", "xml"},
       {"TYPE=TOPIC,...", "no-topic"},
+      {"SOURCE [POLICY]", "cookie:/order/id"},
       {"custom setting name", "tenant_id"},
       {"trace|debug|info|warn|error|critical|off", "loud"},
   };

@@ -38,6 +38,13 @@ const std::map<std::string, std::vector<std::string>> kStandIns = {
     {"boxcar dead discard", {"boxcar dead discard --id {id} --dry-run"}},
     {"boxcar dead retry ...", {"boxcar dead retry --error timeout --dry-run", "boxcar dead retry --id {id}"}},
     {"boxcar dead discard ...", {"boxcar dead discard --older-than 0s --dry-run", "boxcar dead discard --id {id}"}},
+    {"boxcar dead retry --id N", {"boxcar dead retry --id {id} --dry-run"}},
+    {"boxcar dead discard --id N", {"boxcar dead discard --id {id} --dry-run"}},
+    // This deployment has no blocked key (tests/pg/ordering_test.cpp unblocks one): with
+    // nothing to release the command exits 1 by design.
+    {"boxcar dead unblock KEY", {"boxcar dead unblock --help"}},
+    {"boxcar dead unblock", {"boxcar dead unblock --help"}},
+    {"boxcar dead unblock KEY [--consumer C]", {"boxcar dead unblock --help"}},
     {"boxcar dead retry --failure-group 3f2a9c01b7de --dry-run",
      {"boxcar dead retry --failure-group {group} --dry-run"}},
     {"boxcar dead retry --failure-group 3f2a9c01b7de --actor alice",

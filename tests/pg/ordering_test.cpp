@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "boxcar/inbox/worker.hpp"
+#include "boxcar/ops/backlog_collector.hpp"
 #include "boxcar/ops/ordering_keys.hpp"
 #include "boxcar/ops/status.hpp"
+#include "exposition.hpp"
 #include "worker_fixture.hpp"
 
 using namespace boxcar;
@@ -226,6 +228,14 @@ TEST_CASE("under block a poisoned key stays blocked behind its DEAD head until u
   const auto report = status(*s.pool, s.db.schema(), {kConsumer});
   REQUIRE(report.blocked_keys.size() == 1);
   CHECK(report.inbox.at(0).waiting == 2);
+  // The gauges: one blocked key, two receipts waiting behind it.
+  auto metrics = std::make_shared<Metrics>();
+  BacklogCollector collector(s.pool, metrics, {.schema = s.db.schema(), .declared_consumers = {kConsumer}});
+  collector.collect_once();
+  const Exposition e(metrics->serialize());
+  CHECK(e.value("boxcar_inbox_blocked_keys", {{"consumer", kConsumer}}) == 1);
+  CHECK(e.value("boxcar_inbox_oldest_blocked_age_seconds", {{"consumer", kConsumer}}).value_or(-1) >= 0);
+  CHECK(e.value("boxcar_inbox_receipts", {{"consumer", kConsumer}, {"status", "WAITING"}}) == 2);
 
   // Releasing the key lets the rest run; the poison stays DEAD and replayable.
   CHECK(unblock_key(*s.pool, s.db.schema(), "good1").empty());  // not blocked: nothing to release
