@@ -50,9 +50,8 @@ void load(const std::string& url, int count) {
                ".app_rows");
   auto pool = boxcar::ConnectionPool::create({.url = url, .size = 4});
   for (const bool ordered : {false, true}) {
-    boxcar::InboxOptions options{.schema = ordered ? kKeyedSchema : kPlainSchema,
-                                 .consumers = {kConsumer},
-                                 .notify = false};
+    boxcar::InboxOptions options{
+        .schema = ordered ? kKeyedSchema : kPlainSchema, .consumers = {kConsumer}, .notify = false};
     if (ordered) options.ordering = {{kConsumer, {.key = boxcar::OrderingKey::payload_pointer("/orderId")}}};
     boxcar::Inbox inbox(pool, options);
     std::vector<boxcar::AcceptRequest> batch;
@@ -82,18 +81,17 @@ class InsertRow final : public boxcar::InboxHandler {
 
 Measurement drain(const std::string& url, const char* schema, std::size_t batch_size, int count) {
   auto pool = boxcar::ConnectionPool::create({.url = url, .size = 18});
-  boxcar::Worker worker(pool,
-                        {.schema = schema,
-                         .consumers = {kConsumer},
-                         .concurrency = 16,
-                         .batch_size = batch_size,
-                         .claim_limit = 32,
-                         .lease = 60s,
-                         .handler_timeout = 30s,
-                         .poll_interval = 50ms},
-                        {{.consumer = kConsumer,
-                          .supports = {{"order.created", 1}},
-                          .handler = std::make_shared<InsertRow>(schema)}});
+  boxcar::Worker worker(
+      pool,
+      {.schema = schema,
+       .consumers = {kConsumer},
+       .concurrency = 16,
+       .batch_size = batch_size,
+       .claim_limit = 32,
+       .lease = 60s,
+       .handler_timeout = 30s,
+       .poll_interval = 50ms},
+      {{.consumer = kConsumer, .supports = {{"order.created", 1}}, .handler = std::make_shared<InsertRow>(schema)}});
   const auto start = Clock::now();
   worker.start();
   while (worker.stats().completed < static_cast<std::uint64_t>(count)) std::this_thread::sleep_for(1ms);

@@ -69,88 +69,11 @@ ALTER TABLE inbox_ordering_keys SET (
 SELECT pg_catalog.set_config('search_path',
                              pg_catalog.quote_ident(pg_catalog.current_schema()) || ', pg_catalog, pg_temp', true);
 
--- Whether a receipt holds its key: it is the head, or waits to become it. A DEAD receipt
--- holds it under `block` until an operator unblocks or discards it.
-CREATE FUNCTION inbox_receipt_holds_key(receipt inbox_receipts)
-RETURNS boolean
-LANGUAGE sql IMMUTABLE
-SET search_path FROM CURRENT
-RETURN receipt.status IN ('PENDING', 'RETRYABLE', 'PROCESSING', 'WAITING')
-       OR (receipt.status = 'DEAD' AND receipt.park_after IS NULL
-           AND receipt.key_released_at IS NULL AND receipt.discarded_at IS NULL);
-
--- A receipt starts to hold its key (accepted, or replayed after it stopped holding): it
--- becomes the head when the key has none, else it waits behind it.
-CREATE FUNCTION inbox_key_join(receipt_id bigint, receipt_consumer text, receipt_key text)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path FROM CURRENT
-AS $$
-DECLARE
-    head bigint;
-    seq bigint;
-BEGIN
-    INSERT INTO inbox_ordering_keys AS k (consumer, ordering_key, head_id)
-    VALUES (receipt_consumer, receipt_key, receipt_id)
-    ON CONFLICT (consumer, ordering_key)
-    DO UPDATE SET next_seq = k.next_seq + 1
-    RETURNING k.head_id, k.next_seq INTO head, seq;
-    IF head <> receipt_id THEN
-        -- key_seq is kept when a replayed receipt already has one: it comes next.
-        UPDATE inbox_receipts
-        SET status = 'WAITING',
-            key_seq = COALESCE(key_seq, seq)
-        WHERE id = receipt_id;
-    END IF;
-END;
-$$;
-
--- The head stopped holding its key: the next waiting receipt becomes the head, or the key
--- row goes. The lock comes first, in a statement of its own: the search for the next one
--- then runs with a fresh snapshot (READ COMMITTED, a volatile function), which sees every
--- accept that committed while this transaction waited for the lock.
-CREATE FUNCTION inbox_key_advance(receipt_id bigint, receipt_consumer text, receipt_key text)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path FROM CURRENT
-AS $$
-DECLARE
-    next_head bigint;
-BEGIN
-    PERFORM 1
-    FROM inbox_ordering_keys
-    WHERE consumer = receipt_consumer
-      AND ordering_key = receipt_key
-      AND head_id = receipt_id
-    FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
-    UPDATE inbox_receipts
-    SET status = 'PENDING',
-        updated_at = pg_catalog.now()
-    WHERE id = (SELECT w.id
-                FROM inbox_receipts AS w
-                WHERE w.consumer = receipt_consumer
-                  AND w.ordering_key = receipt_key
-                  AND w.status = 'WAITING'
-                ORDER BY w.key_seq NULLS FIRST, w.id
-                LIMIT 1)
-    RETURNING id INTO next_head;
-    IF next_head IS NULL THEN
-        DELETE FROM inbox_ordering_keys
-        WHERE consumer = receipt_consumer
-          AND ordering_key = receipt_key;
-    ELSE
-        UPDATE inbox_ordering_keys
-        SET head_id = next_head,
-            blocked_since = NULL
-        WHERE consumer = receipt_consumer
-          AND ordering_key = receipt_key;
-    END IF;
-END;
-$$;
-
+-- One trigger function for the three triggers below, without helper functions: each call of
+-- a function with its own search_path saves and restores the setting, which cost the drain
+-- of an ordered consumer a measurable share (docs/benchmarks.md, issue 14).
+-- held / holds: whether OLD / NEW holds its key (is the head, or waits to become it); a
+-- DEAD receipt holds it under `block` until an operator unblocks or discards it.
 -- SECURITY DEFINER: the runtime roles (docs/security.md) need no rights on the key table
 -- nor on the columns the trigger writes; an accept only inserts its row.
 CREATE FUNCTION inbox_receipts_key_order()
@@ -160,28 +83,89 @@ SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    held boolean;
-    holds boolean;
+    receipt inbox_receipts;
+    held boolean := false;
+    holds boolean := false;
+    head bigint;
+    seq bigint;
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        PERFORM inbox_key_join(NEW.id, NEW.consumer, NEW.ordering_key);
-        RETURN NULL;
-    END IF;
     IF TG_OP = 'DELETE' THEN
-        IF OLD.status <> 'WAITING' AND inbox_receipt_holds_key(OLD) THEN
-            PERFORM inbox_key_advance(OLD.id, OLD.consumer, OLD.ordering_key);
-        END IF;
-        RETURN NULL;
+        receipt := OLD;
+    ELSE
+        receipt := NEW;
     END IF;
-    held := inbox_receipt_holds_key(OLD);
-    holds := inbox_receipt_holds_key(NEW);
-    IF held AND NOT holds THEN
-        IF OLD.status <> 'WAITING' THEN
-            PERFORM inbox_key_advance(NEW.id, NEW.consumer, NEW.ordering_key);
+    IF TG_OP <> 'INSERT' THEN
+        held := OLD.status IN ('PENDING', 'RETRYABLE', 'PROCESSING', 'WAITING')
+                OR (OLD.status = 'DEAD' AND OLD.park_after IS NULL
+                    AND OLD.key_released_at IS NULL AND OLD.discarded_at IS NULL);
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        holds := NEW.status IN ('PENDING', 'RETRYABLE', 'PROCESSING', 'WAITING')
+                 OR (NEW.status = 'DEAD' AND NEW.park_after IS NULL
+                     AND NEW.key_released_at IS NULL AND NEW.discarded_at IS NULL);
+    END IF;
+
+    IF holds AND NOT held THEN
+        -- It starts to hold its key (accepted, or replayed after it stopped holding): the
+        -- head when the key has none, else WAITING behind it. The upsert's row lock
+        -- serialises the accepts of one key until they commit: key order is commit order.
+        INSERT INTO inbox_ordering_keys AS k (consumer, ordering_key, head_id)
+        VALUES (NEW.consumer, NEW.ordering_key, NEW.id)
+        ON CONFLICT (consumer, ordering_key)
+        DO UPDATE SET next_seq = k.next_seq + 1
+        RETURNING k.head_id, k.next_seq INTO head, seq;
+        IF head <> NEW.id THEN
+            -- A replayed receipt keeps its key_seq: it comes next.
+            UPDATE inbox_receipts
+            SET status = 'WAITING',
+                key_seq = COALESCE(key_seq, seq)
+            WHERE id = NEW.id;
         END IF;
-    ELSIF holds AND NOT held THEN
-        PERFORM inbox_key_join(NEW.id, NEW.consumer, NEW.ordering_key);
-    ELSIF NEW.status IN ('RETRYABLE', 'DEAD') THEN
+    ELSIF held AND NOT holds THEN
+        IF OLD.status = 'WAITING' THEN
+            RETURN NULL;  -- not the head: the key is unchanged
+        END IF;
+        -- The head let go: lock the key's row in a statement of its own, so the search for
+        -- the next one runs with a fresh snapshot (READ COMMITTED, a volatile function)
+        -- that sees every accept that committed while this transaction waited for the lock.
+        PERFORM 1
+        FROM inbox_ordering_keys
+        WHERE consumer = receipt.consumer
+          AND ordering_key = receipt.ordering_key
+          AND head_id = receipt.id
+        FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+        -- The next one becomes the head: its promotion and the key's new head in one
+        -- statement (the key's row is locked by this transaction already).
+        WITH next AS (
+            UPDATE inbox_receipts
+            SET status = 'PENDING',
+                updated_at = pg_catalog.now()
+            WHERE id = (SELECT w.id
+                        FROM inbox_receipts AS w
+                        WHERE w.consumer = receipt.consumer
+                          AND w.ordering_key = receipt.ordering_key
+                          AND w.status = 'WAITING'
+                        ORDER BY w.key_seq NULLS FIRST, w.id
+                        LIMIT 1)
+            RETURNING id
+        )
+        UPDATE inbox_ordering_keys AS k
+        SET head_id = next.id,
+            blocked_since = NULL
+        FROM next
+        WHERE k.consumer = receipt.consumer
+          AND k.ordering_key = receipt.ordering_key
+        RETURNING k.head_id INTO head;
+        IF head IS NULL THEN
+            DELETE FROM inbox_ordering_keys
+            WHERE consumer = receipt.consumer
+              AND ordering_key = receipt.ordering_key;
+        END IF;
+    ELSIF holds AND NEW.status IN ('RETRYABLE', 'DEAD') THEN
+        -- The head failed: its key is blocked from now until the head lets go.
         UPDATE inbox_ordering_keys
         SET blocked_since = pg_catalog.now()
         WHERE consumer = NEW.consumer
@@ -193,8 +177,9 @@ BEGIN
 END;
 $$;
 
--- WHEN keeps unordered receipts and the claim's PENDING -> PROCESSING step from ever
--- calling the function.
+-- WHEN keeps unordered receipts, the claim's PENDING -> PROCESSING step and the trigger's
+-- own steps to and from WAITING (a WAITING receipt only ever moves by a promotion) from
+-- ever calling the function.
 CREATE TRIGGER inbox_receipts_key_order_insert
     AFTER INSERT ON inbox_receipts
     FOR EACH ROW
@@ -206,6 +191,7 @@ CREATE TRIGGER inbox_receipts_key_order_update
     FOR EACH ROW
     WHEN (NEW.ordering_key IS NOT NULL
           AND NEW.status NOT IN ('PROCESSING', 'WAITING')
+          AND OLD.status <> 'WAITING'
           AND (OLD.status IS DISTINCT FROM NEW.status OR OLD.key_released_at IS DISTINCT FROM NEW.key_released_at
                OR OLD.discarded_at IS DISTINCT FROM NEW.discarded_at))
     EXECUTE FUNCTION inbox_receipts_key_order();
@@ -216,6 +202,5 @@ CREATE TRIGGER inbox_receipts_key_order_delete
     WHEN (OLD.ordering_key IS NOT NULL)
     EXECUTE FUNCTION inbox_receipts_key_order();
 
--- Callable by the triggers only: as the owner's functions they could change any receipt.
-REVOKE ALL ON FUNCTION inbox_receipt_holds_key(inbox_receipts), inbox_key_join(bigint, text, text),
-    inbox_key_advance(bigint, text, text), inbox_receipts_key_order() FROM PUBLIC;
+-- Callable by the triggers only: as the owner's function it could change any receipt.
+REVOKE ALL ON FUNCTION inbox_receipts_key_order() FROM PUBLIC;

@@ -47,9 +47,6 @@ inline constexpr const char* kOwnership[] = {
     "ALTER STATISTICS {schema}.inbox_receipts_backlog_mix OWNER TO {migrator}",
     "ALTER TABLE {schema}.inbox_ordering_keys OWNER TO {migrator}",
     // The key-order trigger runs as its owner (SECURITY DEFINER, 0012): the migrator.
-    "ALTER FUNCTION {schema}.inbox_receipt_holds_key({schema}.inbox_receipts) OWNER TO {migrator}",
-    "ALTER FUNCTION {schema}.inbox_key_join(bigint, text, text) OWNER TO {migrator}",
-    "ALTER FUNCTION {schema}.inbox_key_advance(bigint, text, text) OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.inbox_receipts_key_order() OWNER TO {migrator}",
 };
 

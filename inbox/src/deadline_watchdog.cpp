@@ -1,5 +1,11 @@
 // The deadline timer behind handler cut-offs.
-#include "deadline_watchdog.hpp"
+#include "boxcar/inbox/detail/deadline_watchdog.hpp"
+
+#include <exception>
+
+#include <spdlog/spdlog.h>
+
+#include "boxcar/core/logging.hpp"
 
 namespace boxcar::detail {
 
@@ -45,7 +51,17 @@ void DeadlineWatchdog::run() {
       armed_ = false;
       firing_ = true;
       lock.unlock();
-      if (action) action();
+      try {
+        if (action) action();
+      } catch (const std::exception& e) {
+        // On this thread an escaping exception would be std::terminate: a handler's
+        // deadline firing during a network partition (PQcancel cannot connect) must not
+        // take the worker process down. The signal fired before the cancel; the
+        // statement_timeout set for the attempt still bounds the query server-side.
+        logger("worker")->warn("a deadline action failed (the worker carries on): {}", e.what());
+      } catch (...) {
+        logger("worker")->warn("a deadline action failed with a non-standard exception (the worker carries on)");
+      }
       lock.lock();
       firing_ = false;
       changed_.notify_all();

@@ -10,7 +10,7 @@
 #include "boxcar/core/cancellation.hpp"
 #include "boxcar/core/metrics.hpp"
 #include "boxcar/core/tx.hpp"
-#include "deadline_watchdog.hpp"
+#include "boxcar/inbox/detail/deadline_watchdog.hpp"
 #include "in_flight_registry.hpp"
 
 namespace boxcar::detail {
@@ -50,7 +50,12 @@ class RunningHandlers {
         abandoned_(abandoned),
         armed_(watchdog, deadline, [&source, &connection = tx.connection()] {
           source.cancel();
-          connection.cancel_query();
+          try {
+            connection.cancel_query();
+          } catch (...) {
+            // The server is unreachable (PQcancel connects anew): the signal has fired,
+            // and the attempt's statement_timeout ends the query on the server.
+          }
         }) {}
   ~RunningHandlers() {
     const bool abandoned = registry_.remove(key_);

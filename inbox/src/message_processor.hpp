@@ -15,7 +15,7 @@
 #include "boxcar/inbox/detail/error_text.hpp"
 #include "boxcar/inbox/worker.hpp"
 #include "claimed_receipt.hpp"
-#include "deadline_watchdog.hpp"
+#include "boxcar/inbox/detail/deadline_watchdog.hpp"
 #include "in_flight_registry.hpp"
 #include "receipt_store.hpp"
 

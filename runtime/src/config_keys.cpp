@@ -212,8 +212,10 @@ OrderingRule parse_ordering_rule(const std::string& key, const std::string& valu
   const std::string source = value.substr(0, space);
   const std::string policy = space == std::string::npos ? "block" : value.substr(space + 1);
   const auto usage = [&] {
-    return ConfigError(key, "expects 'payload:/POINTER' or 'header:NAME', optionally followed by ' block' or "
-                            "' park_after=N', got '" + value + "'");
+    return ConfigError(key,
+                       "expects 'payload:/POINTER' or 'header:NAME', optionally followed by ' block' or "
+                       "' park_after=N', got '" +
+                           value + "'");
   };
   std::optional<OrderingKey> ordering_key;
   try {
@@ -237,10 +239,12 @@ ConfigKey ordering() {
   const std::string name = "inbox.ordering";
   ConfigKey key{.name = name,
                 .type = "SOURCE [POLICY]",
-                .doc = "per-key ordering of a consumer's receipts, one key per consumer as "
-                       "`inbox.ordering.<consumer>`: `payload:/POINTER` or `header:NAME`, then `block` (default) or "
-                       "`park_after=N` (docs/ordering.md)",
-                .env = env_name(name),
+                .doc =
+                    "per-key ordering of a consumer's receipts, one key per consumer as "
+                    "`inbox.ordering.<consumer>`: `payload:/POINTER` or `header:NAME`, then `block` (default) or "
+                    "`park_after=N` (docs/ordering.md)",
+                // BOXCAR_INBOX_ORDERING_ORDERS_V1 -> inbox.ordering.orders.v1 ('_' reads as '.').
+                .env = "BOXCAR_INBOX_ORDERING_<CONSUMER>",
                 .family = "inbox.ordering."};
   key.set = [name](RuntimeConfig& c, const std::string& k, const std::string& v) {
     if (k == name) {

@@ -159,7 +159,8 @@ int ingress(const boxcar::RuntimeConfig& config, long from, long to, double rate
   for (long n = from; n <= to; ++n) {
     if (rate > 0)
       std::this_thread::sleep_until(start + std::chrono::microseconds(static_cast<long>((n - from) * 1e6 / rate)));
-    nlohmann::json payload = {{"n", n}};
+    // "key": what `scripts/chaos --ordered` orders the consumer by (32 keys, interleaved).
+    nlohmann::json payload = {{"n", n}, {"key", "k" + std::to_string(n % 32)}};
     if (poison_every > 0 && n % poison_every == 0) payload["poison"] = true;
     const boxcar::AcceptRequest request{.scope = boxcar::Scope::tenant("t" + std::to_string(n % 4)),
                                         .source = kSource,

@@ -73,8 +73,7 @@ TEST_CASE("three worker processes, one killed mid-drain, write every key's rows 
         }
       }
   }
-  REQUIRE(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'WAITING'") ==
-          kKeys * (kPerKey - 1));
+  REQUIRE(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'WAITING'") == kKeys * (kPerKey - 1));
   const auto completed = [&] {
     return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'");
   };

@@ -1,6 +1,7 @@
 // A per-thread timer that fires an action at a deadline unless disarmed first: at a
 // handler's deadline it fires the cancellation signal and cancels the running query, so
-// a handler that ignores its signal still cannot keep working past the deadline.
+// a handler that ignores its signal still cannot keep working past the deadline. Internal
+// to boxcar::inbox (public only so that its unit test can reach it).
 #pragma once
 
 #include <chrono>
@@ -18,7 +19,9 @@ class DeadlineWatchdog {
   DeadlineWatchdog(const DeadlineWatchdog&) = delete;
   DeadlineWatchdog& operator=(const DeadlineWatchdog&) = delete;
 
-  /// Runs `action` on the watchdog thread at `deadline` unless disarm() comes first.
+  /// Runs `action` on the watchdog thread at `deadline` unless disarm() comes first. An
+  /// exception the action throws is logged and dropped: it must not end the process
+  /// (cancelling a query fails while the database is unreachable).
   void arm(std::chrono::steady_clock::time_point deadline, std::function<void()> action);
   /// Cancels the pending action; when it is already running, waits for it to finish.
   void disarm();
