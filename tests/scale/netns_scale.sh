@@ -270,6 +270,25 @@ pg_ticks() {
   done
   echo "$t"
 }
+# CPU ticks of the topology's other processes, by kind: "worker publisher relay kafka".
+role_ticks() {
+  local ns pid kind t
+  declare -A sum=([worker]=0 [publisher]=0 [relay]=0 [kafka]=0)
+  for ns in bxs-$id-kf "${hosts[@]/#/bxs-$id-}"; do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do
+      case "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" in
+        *socat*) kind=relay ;;
+        *chaos_app\ worker*) kind=worker ;;
+        *chaos_app\ publisher*) kind=publisher ;;
+        *chaos_app\ mock-kafka*) kind=kafka ;;
+        *) continue ;;
+      esac
+      t=$(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)
+      sum[$kind]=$((sum[$kind] + t))
+    done
+  done
+  echo "${sum[worker]} ${sum[publisher]} ${sum[relay]} ${sum[kafka]}"
+}
 machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 }' /proc/stat; }
 
 # --- the ledger checks of the fault campaign (scripts/chaos: audit), without poison -------
@@ -350,17 +369,27 @@ curve() {
       local d="$dir/$k-$rep"
       mkdir -p "$d"
       new_schema "scale_curve_${k}_$rep" "$d"
-      in_ns h1 "$app" ingress 1 "$curve_messages" 0 0 >"$d/ledger" 2>"$d/ingress.log"
-      local pg0 m0 started
+      # Preloaded by one ingress per host, each its own third of the identities.
+      local third=$(((curve_messages + 2) / 3)) i from to preload=()
+      for i in 0 1 2; do
+        from=$((i * third + 1)) to=$(((i + 1) * third))
+        ((to <= curve_messages)) || to=$curve_messages
+        ip netns exec "bxs-$id-${hosts[i]}" "$app" ingress "$from" "$to" 0 0 >"$d/ledger-$i" 2>"$d/ingress-$i.log" &
+        preload+=($!)
+      done
+      for i in "${preload[@]}"; do wait "$i"; done
+      local pg0 m0 r0 started
       started=$(date +%s.%N)
       pg0=$(pg_ticks)
       m0=$(machine_ticks)
+      r0=$(role_ticks)
       start_roles "$d" "${hosts[@]:0:k}"
       local drained
       drained=$(wait_drained "$recovery_limit")
-      local pg1 m1
+      local pg1 m1 r1
       pg1=$(pg_ticks)
       m1=$(machine_ticks)
+      r1=$(role_ticks)
       stop_roles "$d"
       # Rates from the database's own timestamps: first to last completion (publication).
       local figures
@@ -377,8 +406,11 @@ curve() {
       local pg_cores machine
       pg_cores=$(awk -v t=$((pg1 - pg0)) -v c="$clk" -v w="$wall" 'BEGIN { printf "%.2f", t / c / (w > 0 ? w : 1) }')
       machine=$(awk -v b="$busy" -v t="$total" 'BEGIN { printf "%d", 100 * b / (t > 0 ? t : 1) }')
+      local others
+      others=$(paste -d' ' <(echo "$r0") <(echo "$r1") | awk -v c="$clk" -v w="$wall" \
+        '{ printf "workers %.2f, publishers %.2f, relays %.2f, mock kafka %.2f", ($5-$1)/c/w, ($6-$2)/c/w, ($7-$3)/c/w, ($8-$4)/c/w }')
       echo "scale: curve hosts=$k run=$rep messages=$curve_messages inbox $inbox_rate msg/s, published $publish_rate ev/s," \
-        "drained in ${drained}s, postgres ${pg_cores} cores, machine ${machine}% busy, double $doubles"
+        "drained in ${drained}s; cores used: postgres ${pg_cores}, $others; machine ${machine}% busy; double $doubles"
       ((drained >= 0 && doubles == 0)) || { echo "scale: curve hosts=$k did not drain or committed twice" >&2; overall=1; }
       curve_rate[$k]=$((${curve_rate[$k]:-0} + inbox_rate))
     done
