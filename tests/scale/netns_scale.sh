@@ -239,7 +239,8 @@ stop_roles() {  # dir
 }
 # One counter of a role's /metrics, summed over label sets matching a pattern.
 metric() {  # host port name pattern
-  in_ns "$1" curl -s --max-time 5 "http://127.0.0.1:$2/metrics" 2>/dev/null |
+  # bash's /dev/tcp: no HTTP client to install.
+  in_ns "$1" timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" && printf "GET /metrics HTTP/1.0\r\n\r\n" >&3 && cat <&3' "$2" 2>/dev/null |
     awk -v name="$3" -v pat="$4" 'index($0, name) == 1 && $0 ~ pat { s += $NF } END { printf "%d\n", s }'
 }
 backlog() {
@@ -480,6 +481,13 @@ cut_host() {
   if ((taken_over == 0 || during == 0)); then
     overall=1
     echo "scale: cut-host: not exercised (nothing re-claimed from h1, or nothing completed during the cut)" >&2
+  fi
+  # h1 came back holding claims that were no longer its own: the guard must have refused some.
+  local refused
+  refused=$(( $(cut -d' ' -f2 <<<"$outcomes_after") - $(cut -d' ' -f2 <<<"$outcomes_at_cut") ))
+  if ((refused <= 0)); then
+    overall=1
+    echo "scale: cut-host: no late attempt of h1 reached the claim guard (its worker restarted? restarts $restarts)" >&2
   fi
 }
 h1_outcomes() {  # h1 worker's counters: completed stale retried infrastructure-retries
