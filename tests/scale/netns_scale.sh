@@ -85,13 +85,35 @@ sups=()
 cleanup() {
   local rc=$?
   set +e
-  touch "$work/stop" "$work"/*/stop 2>/dev/null
-  for f in "$work"/*/*.pid; do [[ -f "$f" ]] && kill -TERM "$(cat "$f")" 2>/dev/null; done
+  # Supervisors stop restarting once their phase's stop file exists.
+  for d in "$work"/*/; do touch "$d/stop"; done
+  # Everything inside our namespaces was started by this script: TERM, 5 s of grace (a host
+  # still cut off cannot shut down cleanly), then KILL. PostgreSQL is stopped by pg_ctl.
+  local ns pid alive
+  for ns in "${namespaces[@]}"; do
+    [[ $ns == "$ns_db" ]] && continue
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -TERM "$pid" 2>/dev/null; done
+  done
+  for _ in $(seq 1 50); do
+    alive=0
+    for ns in "${namespaces[@]}"; do [[ $ns != "$ns_db" && -n $(ip netns pids "$ns" 2>/dev/null) ]] && alive=1; done
+    ((alive)) || break
+    sleep 0.1
+  done
+  for ns in "${namespaces[@]}"; do
+    [[ $ns == "$ns_db" ]] && continue
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+  done
   for s in "${sups[@]}"; do wait "$s" 2>/dev/null; done
+  # The mock cluster's stdin holders run outside the namespaces: only our own children.
+  for f in "$work"/*/kafka/holder.pid; do
+    [[ -f "$f" ]] || continue
+    pid=$(cat "$f")
+    [[ $(ps -o ppid= -p "$pid" 2>/dev/null | tr -d ' ') == "$$" ]] && kill -TERM "$pid" 2>/dev/null
+  done
   if [[ -n "$pg_dir" ]]; then
     boxcar_pg_as_owner "$pg_bin/pg_ctl" -D "$pg_dir/data" -m immediate -w stop >/dev/null 2>&1
   fi
-  # Whatever still runs inside our namespaces was started by this script.
   for ns in "${namespaces[@]}"; do
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
   done
