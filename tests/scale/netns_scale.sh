@@ -6,9 +6,10 @@
 #   curve    drain a preloaded backlog with 1, (2,) 3 hosts: throughput per host count,
 #            with PostgreSQL's CPU use (2 cores here: it binds early)
 #   cut-host one host's link is cut mid-run for lease + 7 s, then healed: nothing is lost,
-#            its leases expire and the others finish its work, and its late completions are
+#            its leases expire and the others finish its work, and its late attempts are
 #            refused by the claim guard (boxcar_inbox_processed_total{outcome="stale"})
-#   cut-db   the database's link is cut for 30 s: everyone recovers
+#   cut-db   the database's link is cut for 30 s: every host's worker commits again after
+#            the heal
 # and audits the cut runs with the fault campaign's ledger checks I1–I6
 # (docs/reliability.md, scripts/chaos), by counting rows and topic records.
 #
@@ -551,11 +552,18 @@ cut_db() {
                           AND created_at < '$healed_at')
                      + (SELECT count(*) FROM $schema.chaos_rows WHERE written_at > '$cut_at'::timestamptz + interval '1 s'
                           AND written_at < '$healed_at')")
+  # Everyone recovers: each host's worker (any of its processes) committed rows after the heal.
+  local h recovered=0 after
+  for h in "${hosts[@]}"; do
+    after=$(sql "SELECT count(*) FROM $schema.chaos_rows WHERE written_at > '$healed_at' AND pid IN ($(paste -sd, "$dir/worker-$h.pids"))")
+    ((after > 0)) && recovered=$((recovered + 1))
+  done
   local restarts
   restarts=$(cat "$dir"/*.deaths 2>/dev/null | wc -l || true)
   judge cut-db "$n" "$drained" "$(audit "$dir" "$dir/ledger" "$dir/kafka.tsv")" \
-    " receipts accepted or rows written during the ${db_cut_seconds}s cut $during; drained ${recovery}s after the heal; restarts $restarts"
+    " receipts accepted or rows written during the ${db_cut_seconds}s cut $during; drained ${recovery}s after the heal; hosts whose worker committed after the heal $recovered/${#hosts[@]}; restarts $restarts"
   if ((during != 0)); then overall=1; echo "scale: cut-db: receipts were accepted while the database was cut off" >&2; fi
+  if ((recovered != ${#hosts[@]})); then overall=1; echo "scale: cut-db: not every host's worker recovered" >&2; fi
 }
 
 header='| phase    | messages | lost | double | kafka | drained  | invariants |'
