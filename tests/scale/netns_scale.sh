@@ -132,7 +132,8 @@ add_ns() {  # name address: a namespace with eth0 on the bridge
   local name=$1 address=$2 ns=bxs-$id-$1
   ip netns add "$ns" || skip "ip netns add $ns was refused"
   namespaces+=("$ns")
-  ip link add "$(link_of "$name")" netns "$ns_sw" type veth peer name eth0 netns "$ns"
+  ip link add "$(link_of "$name")" netns "$ns_sw" type veth peer name eth0 netns "$ns" ||
+    skip "the kernel refused a veth pair"
   ip -n "$ns_sw" link set "$(link_of "$name")" master br0 up
   ip -n "$ns" link set lo up
   ip -n "$ns" addr add "$address/24" dev eth0
@@ -141,7 +142,7 @@ add_ns() {  # name address: a namespace with eth0 on the bridge
 ip netns add "$ns_sw" 2>/dev/null || skip "ip netns add was refused"
 namespaces+=("$ns_sw")
 ip -n "$ns_sw" link set lo up
-ip -n "$ns_sw" link add br0 type bridge
+ip -n "$ns_sw" link add br0 type bridge || skip "the kernel refused a bridge"
 ip -n "$ns_sw" link set br0 up
 add_ns db "$db_ip"
 add_ns kf "$kf_ip"
