@@ -36,7 +36,7 @@ ALTER TABLE outbox_events
     DROP CONSTRAINT outbox_events_status,
     ADD CONSTRAINT outbox_events_status CHECK (
         status IN ('PENDING', 'WAITING', 'PUBLISHING', 'RETRYABLE', 'PUBLISHED', 'DEAD')) NOT VALID,
-    ADD CONSTRAINT outbox_events_waiting CHECK (status <> 'WAITING' OR key_seq IS NOT NULL) NOT VALID;
+    ADD CONSTRAINT outbox_events_waiting_position CHECK (status <> 'WAITING' OR key_seq IS NOT NULL) NOT VALID;
 
 -- One row per key with unfinished ordered events (PENDING, WAITING, PUBLISHING, RETRYABLE),
 -- deleted when the last of them finishes: the table is the size of the backlog's keys.
@@ -44,15 +44,16 @@ ALTER TABLE outbox_events
 -- next_seq:   the key_seq the next event to enter the key takes. It restarts at 1 when the
 --             row is recreated; seqs are only ever compared between unfinished events,
 --             which all entered during the row's current life.
--- Updated by every emit and every publish of its key: room for HOT updates (fillfactor)
--- and an eager autovacuum, like outbox_events.
+-- unfinished is 0 only between the decrement of its last event and the row's deletion,
+-- in the same statement. Updated by every emit and every publish of its key: room for HOT
+-- updates (fillfactor) and an eager autovacuum, like outbox_events.
 CREATE TABLE outbox_ordering_keys (
     topic       text   NOT NULL,
     message_key text   NOT NULL,
     unfinished  bigint NOT NULL,
     next_seq    bigint NOT NULL,
     PRIMARY KEY (topic, message_key),
-    CONSTRAINT outbox_ordering_keys_counts CHECK (unfinished > 0 AND next_seq > 1)
+    CONSTRAINT outbox_ordering_keys_counts CHECK (unfinished >= 0 AND next_seq > 1)
 ) WITH (
     fillfactor = 70,
     autovacuum_vacuum_scale_factor = 0.02,
