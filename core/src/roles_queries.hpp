@@ -48,6 +48,7 @@ inline constexpr const char* kOwnership[] = {
     "ALTER TABLE {schema}.outbox_ordering_keys OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.outbox_key_order_enter() OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.outbox_key_order_leave() OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.outbox_key_order_leave_all() OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.outbox_key_order_truncate() OWNER TO {migrator}",
 };
 
