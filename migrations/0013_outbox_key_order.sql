@@ -21,10 +21,10 @@
 --          true). Constant default: no table rewrite. Rows that existed before this
 --          migration read true but have no key_seq: they never took part, so they never
 --          wait and never hold a key.
--- key_seq: the event's seq in its key, drawn from outbox_ordering_keys.next_seq under
+-- key_seq: the event's position in its key, drawn from outbox_ordering_keys.next_seq under
 --          the key row's lock when it entered the key (its emit, or an operator's requeue
 --          of it when DEAD); NULL for an event that never took part. Emitters of one key
---          hold that row's lock until they commit, so seqs follow commit order.
+--          hold that row's lock until they commit, so positions follow commit order.
 ALTER TABLE outbox_events
     ADD COLUMN ordered boolean NOT NULL DEFAULT true,
     ADD COLUMN key_seq bigint;
@@ -42,7 +42,7 @@ ALTER TABLE outbox_events
 -- deleted when the last of them finishes: the table is the size of the backlog's keys.
 -- unfinished: how many of the key's events are unfinished.
 -- next_seq:   the key_seq the next event to enter the key takes. It restarts at 1 when the
---             row is recreated; seqs are only ever compared between unfinished events,
+--             row is recreated; positions are only ever compared between unfinished events,
 --             which all entered during the row's current life.
 -- unfinished is 0 only between the decrement of its last event and the row's deletion,
 -- in the same statement. Updated by every emit and every publish of its key: room for HOT
@@ -66,7 +66,7 @@ CREATE TABLE outbox_ordering_keys (
 -- it from DEAD (`boxcar dead retry`, BEFORE UPDATE): then at the end, with a fresh key_seq,
 -- as a new emission in the key's order at the time of the requeue. The upsert locks the key row
 -- until the emitting transaction ends: a concurrent emitter of the same key waits for that
--- commit (or rollback) and then sees the row as committed, so seqs follow commit
+-- commit (or rollback) and then sees the row as committed, so positions follow commit
 -- order. The outbox insert never uses ON CONFLICT (the event id is fresh): a row that
 -- reaches this trigger is inserted, or its statement fails and undoes this too.
 CREATE FUNCTION outbox_key_order_enter()
