@@ -344,7 +344,7 @@ Measurement drain(const std::string& url, const char* schema, int count) {
 // ---- publisher -------------------------------------------------------------------------
 
 // `count` PENDING events in `schema`, not yet due (bench/publisher.cpp's columns, with the
-// retained events' payload sizes).
+// retained events' payload sizes), unordered like bench/publisher.cpp's publish cases.
 void load_events(const std::string& url, const char* schema, int count) {
   Admin admin(url);
   admin.exec(kShapes);
@@ -353,10 +353,10 @@ void load_events(const std::string& url, const char* schema, int count) {
              (std::string(schema) == kEmpty ? std::string() : std::string(" WHERE status <> 'PUBLISHED'")));
   admin.exec("INSERT INTO " + table(schema, "outbox_events") +
              " (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, "
-             "causation_id, payload, available_at) SELECT gen_random_uuid(), 'order.projected', 1, '" +
+             "causation_id, payload, available_at, ordered) SELECT gen_random_uuid(), 'order.projected', 1, '" +
              kTopic +
              "', 'tenant-' || (g % 50), 'tenant', 'tenant-' || (g % 50), 'm-' || g, s.payload::text, "
-             "now() + interval '1 day' FROM generate_series(1, " +
+             "now() + interval '1 day', false FROM generate_series(1, " +
              std::to_string(count) + ") g JOIN growth_shapes AS s ON s.k = g % 1009");
 }
 
@@ -420,11 +420,11 @@ void load_collector_backlog(const std::string& url) {
     admin.exec(
         "INSERT INTO " + table(schema, "outbox_events") +
         " (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, payload, "
-        "status, claim_token, lease_expires_at, dead_reason) "
+        "status, claim_token, lease_expires_at, dead_reason, ordered) "
         "SELECT gen_random_uuid(), 'e', 1, 't', 'k', 'global', '', sh.payload::text, s, "
         "CASE WHEN s = 'PUBLISHING' THEN gen_random_uuid() END, "
         "CASE WHEN s = 'PUBLISHING' THEN now() + interval '1 hour' END, "
-        "CASE WHEN s = 'DEAD' THEN 'ATTEMPTS_EXHAUSTED' END "
+        "CASE WHEN s = 'DEAD' THEN 'ATTEMPTS_EXHAUSTED' END, false "
         "FROM generate_series(1, 2150) g JOIN growth_shapes AS sh ON sh.k = g % 1009 CROSS JOIN LATERAL (SELECT CASE WHEN g <= 2000 THEN 'PENDING' "
         "WHEN g <= 2100 THEN 'PUBLISHING' ELSE 'DEAD' END AS s) AS st");
     admin.exec("VACUUM ANALYZE " + table(schema, "inbox_receipts"));

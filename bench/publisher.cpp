@@ -6,9 +6,11 @@
 //   (b) the publisher's claim-batch + mark-published SQL run directly with libpqxx, no
 //       Kafka.
 // The publisher is bounded by the slower of the two: ratio = boxcar / min(a, b).
-// Also the emit-commit -> published latency at a fixed 1,000 events/s.
+// Also the emit-commit -> published latency at a fixed 1,000 events/s (ordered, the
+// default), and the ordered drain against the unordered one over 1,000 keys (case
+// ordered: docs/publisher.md, "Ordering"; ratio target 0.7, issue 14).
 //
-//   scripts/bench publisher [--events N] [--rounds R] [--case publish|rss]...
+//   scripts/bench publisher [--events N] [--rounds R] [--case publish|ordered|rss]...
 // Last, the peak RSS of a publisher alone (bench/rss_probe.cpp): `rss publisher_peak_mb ...`.
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -44,19 +46,22 @@ constexpr std::size_t kDefaultBatch = 1000;
 
 double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// `count` PENDING outbox rows, as an emitter would have written them, not yet due, so a
-// warm-up can run first (untimed).
-void load(const std::string& url, int count) {
+// `count` outbox rows over `keys` keys, as an emitter would have written them, not yet
+// due, so a warm-up can run first (untimed). Unordered (EmitOptions::ordered = false) by
+// default: the publish cases compare the publisher with a raw producer and raw SQL, which
+// know no key order. Ordered, the key-order trigger (0013) makes every event after a
+// key's first WAITING, in emit (= insert) order.
+void load(const std::string& url, int count, int keys = 50, bool ordered = false) {
   Admin admin(url);
   admin.exec(std::string("TRUNCATE ") + kSchema + ".outbox_events");
   admin.exec(std::string("INSERT INTO ") + kSchema +
              ".outbox_events (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, "
-             "causation_id, payload, available_at) SELECT gen_random_uuid(), 'order.projected', 1, '" +
-             kTopic +
-             "', 'tenant-' || (g % 50), 'tenant', 'tenant-' || (g % 50), 'm-' || g, "
-             "'{\"orderId\":\"o-' || g || '\",\"total\":12.5}', now() + interval '1 day' "
-             "FROM generate_series(1, " +
-             std::to_string(count) + ") g");
+             "causation_id, payload, available_at, ordered) SELECT gen_random_uuid(), 'order.projected', 1, '" +
+             kTopic + "', 'tenant-' || (g % " + std::to_string(keys) + "), 'tenant', 'tenant-' || (g % " +
+             std::to_string(keys) +
+             "), 'm-' || g, "
+             "'{\"orderId\":\"o-' || g || '\",\"total\":12.5}', now() + interval '1 day', " +
+             (ordered ? "true" : "false") + " FROM generate_series(1, " + std::to_string(count) + ") g ORDER BY g");
 }
 
 // Makes the loaded rows due (untimed; the same for both sides that read the database).
@@ -277,13 +282,14 @@ void measure_rss(const std::string& url, const std::string& bootstrap) {
   Admin admin(url);
   admin.exec(std::string("DROP SCHEMA IF EXISTS ") + kRssSchema + " CASCADE");
   boxcar::migrate(url, {.schema = kRssSchema});
-  // A JSON payload of about 1 KiB each (1,029 bytes as text), due now.
+  // A JSON payload of about 1 KiB each (1,029 bytes as text), due now; unordered, so the
+  // probe measures full batches in flight.
   admin.exec(std::string("INSERT INTO ") + kRssSchema +
              ".outbox_events (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, "
-             "causation_id, payload) SELECT gen_random_uuid(), 'order.projected', 1, '" +
+             "causation_id, payload, ordered) SELECT gen_random_uuid(), 'order.projected', 1, '" +
              kTopic +
              "', 'tenant-' || (g % 50), 'tenant', 'tenant-' || (g % 50), 'm-' || g, "
-             "jsonb_build_object('orderId', lpad(g::text, 8, '0'), 'pad', repeat('x', 995)) "
+             "jsonb_build_object('orderId', lpad(g::text, 8, '0'), 'pad', repeat('x', 995)), false "
              "FROM generate_series(1, " +
              std::to_string(kRssEvents) + ") g");
   admin.exec(std::string("VACUUM ANALYZE ") + kRssSchema + ".outbox_events");
@@ -353,11 +359,36 @@ int main(int argc, char** argv) {
       results.push_back(result);
     }
     if (wanted("publish")) measure_latency(url, bootstrap, 1000, 5.0);
+    // Over 1,000 keys: the ordered drain goes one event per key per claim -> delivery ->
+    // mark cycle. With batches of 1,000, one batch holds every key's head and the next
+    // claim waits for its mark; with 250, the four batches in flight hold them all and each
+    // mark frees the next claim while the other three are with the producer.
+    for (const std::size_t batch : {std::size_t{250}, kDefaultBatch}) {
+      if (!wanted("ordered")) break;
+      constexpr int kKeys = 1000;
+      const int rounds = std::max(2, std::min(options.rounds, 3));
+      boxcar::bench::CaseResult result{
+          .name = "ordered_k1000_b" + std::to_string(batch),
+          .detail = "batch " + std::to_string(batch) + ", 1000 keys, ordered vs unordered events/s"};
+      for (int round = 1; round <= rounds; ++round) {
+        load(url, events, kKeys, false);
+        const auto unordered = publish_boxcar(url, bootstrap, batch, events);
+        load(url, events, kKeys, true);
+        const auto ordered = publish_boxcar(url, bootstrap, batch, events);
+        std::cout << "  " << result.name << " round " << round << "/" << rounds << ": unordered "
+                  << static_cast<long>(unordered.rate()) << "/s  ordered " << static_cast<long>(ordered.rate())
+                  << "/s  ratio " << std::fixed << std::setprecision(2) << ordered.rate() / unordered.rate() << "\n";
+        result.baseline.push_back(unordered.rate());
+        result.boxcar.push_back(ordered.rate());
+      }
+      results.push_back(result);
+    }
     std::cout << "\n";
     boxcar::bench::print_table(std::cout, results);
     std::cout << "\n";
     for (const auto& r : results)
-      if (r.name == "publish_b" + std::to_string(kDefaultBatch)) boxcar::bench::print_ratio_line(std::cout, r, kTarget);
+      if (r.name == "publish_b" + std::to_string(kDefaultBatch) || r.name.rfind("ordered_k1000", 0) == 0)
+        boxcar::bench::print_ratio_line(std::cout, r, kTarget);
     if (wanted("rss")) measure_rss(url, bootstrap);
     rd_kafka_mock_cluster_destroy(cluster);
     rd_kafka_destroy(mock_handle);

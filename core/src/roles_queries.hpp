@@ -48,6 +48,11 @@ inline constexpr const char* kOwnership[] = {
     "ALTER TABLE {schema}.inbox_ordering_keys OWNER TO {migrator}",
     // The key-order trigger runs as its owner (SECURITY DEFINER, 0012): the migrator.
     "ALTER FUNCTION {schema}.inbox_receipts_key_order() OWNER TO {migrator}",
+    "ALTER TABLE {schema}.outbox_ordering_keys OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.outbox_key_order_enter() OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.outbox_key_order_leave() OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.outbox_key_order_leave_all() OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.outbox_key_order_truncate() OWNER TO {migrator}",
 };
 
 // Exact grants: whatever the runtime roles held on Boxcar's objects goes first (revoking a
@@ -60,6 +65,7 @@ inline constexpr const char* kRevoke[] = {
                      {schema}.inbox_ordering_keys
 FROM {ingress}, {worker}, {publisher}, {operator})",
     "REVOKE ALL ON FUNCTION {schema}.failure_fingerprint(text, text) FROM {ingress}, {worker}, {publisher}, {operator}",
+    "REVOKE ALL ON TABLE {schema}.outbox_ordering_keys FROM {ingress}, {worker}, {publisher}, {operator}",
 };
 
 inline constexpr const char* kGrant[] = {
@@ -88,7 +94,7 @@ TO {worker})",
     // worker: OutboxEmitter::emit in the handler's transaction; SELECT (id) for its
     // RETURNING id. It cannot read, change or delete events.
     R"(GRANT INSERT (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id,
-              causation_id, correlation_id, traceparent, headers, payload),
+              causation_id, correlation_id, traceparent, headers, payload, ordered),
       SELECT (id)
 ON TABLE {schema}.outbox_events
 TO {worker})",
@@ -119,6 +125,15 @@ TO {operator})",
 ON TABLE {schema}.outbox_events
 TO {operator})",
     "GRANT SELECT, UPDATE ON TABLE {schema}.inbox_dead_records, {schema}.outbox_dead_records TO {operator}",
+    // worker (emit), publisher (PUBLISHED / DEAD) and operator (dead retry, purge): the
+    // key-order triggers of 0013_outbox_key_order.sql run as the role whose statement fires
+    // them, and enter, count and release keys in outbox_ordering_keys; the publisher's and
+    // operator's UPDATE (status, available_at, updated_at) above covers the promotion of a
+    // key's next event. The worker's events only enter keys, the publisher's only leave
+    // them, the operator's requeues enter and its deletes leave.
+    "GRANT SELECT, INSERT, UPDATE ON TABLE {schema}.outbox_ordering_keys TO {worker}",
+    "GRANT SELECT, UPDATE, DELETE ON TABLE {schema}.outbox_ordering_keys TO {publisher}",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE {schema}.outbox_ordering_keys TO {operator}",
     // The views call it with the querying role's privileges.
     "GRANT EXECUTE ON FUNCTION {schema}.failure_fingerprint(text, text) TO {operator}",
 

@@ -36,7 +36,7 @@ namespace sql = detail::backlog_sql;
 constexpr int kStatementTimeoutMs = 10000;
 
 constexpr std::string_view kInboxStatuses[] = {"PENDING", "RETRYABLE", "PROCESSING", "DEAD", "WAITING"};
-constexpr std::string_view kOutboxStatuses[] = {"PENDING", "RETRYABLE", "PUBLISHING", "DEAD"};
+constexpr std::string_view kOutboxStatuses[] = {"PENDING", "WAITING", "RETRYABLE", "PUBLISHING", "DEAD"};
 constexpr std::string_view kTables[] = {"inbox_receipts", "outbox_events"};
 
 // Consumers found in the table but not declared are reported one by one up to this many
@@ -145,6 +145,7 @@ std::vector<BacklogCollector::NamedQuery> BacklogCollector::queries(std::string_
           {"outbox_due", detail::with_schema(sql::kOutboxDue, schema)},
           {"outbox_publishing", detail::with_schema(sql::kOutboxPublishing, schema)},
           {"outbox_dead", detail::with_schema(sql::kOutboxDead, schema)},
+          {"outbox_waiting", detail::with_schema(sql::kOutboxWaiting, schema)},
           {"table_health", std::string(sql::kTableHealth)},
           {"readable_tables", std::string(sql::kReadableTables)},
           {"inbox_estimates", std::string(sql::kInboxEstimates)},
@@ -218,6 +219,7 @@ enum Query : std::size_t {
   kOutboxDue,
   kOutboxPublishing,
   kOutboxDead,
+  kOutboxWaiting,
   kHealth,
   kReadable,
   kEstimates,
@@ -353,6 +355,7 @@ void BacklogCollector::collect_once() {
           snapshot.outbox["PUBLISHING"] = publishing["publishing"].as<double>();
           snapshot.outbox_oldest_age = std::max(due["oldest_age"].as<double>(), publishing["oldest_age"].as<double>());
           snapshot.outbox["DEAD"] = run(kOutboxDead).at(0)["dead"].as<double>();
+          snapshot.outbox["WAITING"] = run(kOutboxWaiting, rows_per_consumer).at(0)["waiting"].as<double>();
           return outbox_figures(snapshot);
         },
         [&](const nlohmann::json& figures) { outbox_from_figures(figures, snapshot); });

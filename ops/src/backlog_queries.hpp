@@ -263,6 +263,26 @@ WHERE status = 'DEAD'
   AND discarded_at IS NULL
 )SQL";
 
+// Ordered events behind the head of their key (0013_outbox_key_order.sql), from
+// outbox_events_waiting (topic, message_key, key_seq) WHERE status = 'WAITING': at most
+// $1 (bigint) index entries are counted. At $1 or more (a hot key's backlog can be
+// millions), the exact figure comes from outbox_ordering_keys instead: each key row counts
+// its unfinished events, of which exactly one (the head) is not WAITING, so the sum of
+// (unfinished - 1) is the number WAITING, read from one row per key with a backlog. The
+// CASE evaluates that subquery only then.
+inline constexpr std::string_view kOutboxWaiting = R"SQL(
+SELECT CASE
+         WHEN capped.seen < $1::bigint THEN capped.seen
+         ELSE (SELECT coalesce(pg_catalog.sum(k.unfinished - 1::bigint), 0::numeric)::bigint
+               FROM {schema}.outbox_ordering_keys AS k)
+       END AS waiting
+FROM (SELECT pg_catalog.count(*) AS seen
+      FROM (SELECT 1
+            FROM {schema}.outbox_events AS e
+            WHERE e.status = 'WAITING'
+            LIMIT $1::bigint) AS s) AS capped
+)SQL";
+
 // Table health from the statistics collector and the relation sizes: catalog lookups,
 // no table access. $1 is the schema name (unquoted). A table never touched since the
 // statistics were reset has no pg_stat_user_tables row yet: 0 dead tuples.

@@ -16,6 +16,7 @@ std::vector<NamedStatement> ops_statements() {
           {"backlog.outbox_due", backlog_sql::kOutboxDue},
           {"backlog.outbox_publishing", backlog_sql::kOutboxPublishing},
           {"backlog.outbox_dead", backlog_sql::kOutboxDead},
+          {"backlog.outbox_waiting", backlog_sql::kOutboxWaiting},
           {"backlog.table_health", backlog_sql::kTableHealth},
           {"backlog.readable_tables", backlog_sql::kReadableTables},
           {"backlog.inbox_estimates", backlog_sql::kInboxEstimates},

@@ -129,10 +129,11 @@ std::string to_table(const StatusReport& report) {
                   99);
   }
   out += "\nOUTBOX\n";
-  out += render({"PENDING", "PUBLISHING", "RETRYABLE", "PUBLISHED", "DEAD", "DISCARDED", "OLDEST UNPUBLISHED"},
-                {{n(o.pending), n(o.publishing), n(o.retryable), n(o.published), n(o.dead), n(o.discarded),
-                  format_age(o.oldest_unpublished_age)}},
-                0);
+  out +=
+      render({"PENDING", "WAITING", "PUBLISHING", "RETRYABLE", "PUBLISHED", "DEAD", "DISCARDED", "OLDEST UNPUBLISHED"},
+             {{n(o.pending), n(o.waiting), n(o.publishing), n(o.retryable), n(o.published), n(o.dead), n(o.discarded),
+               format_age(o.oldest_unpublished_age)}},
+             0);
   return out;
 }
 
@@ -186,6 +187,7 @@ nlohmann::json to_json(const StatusReport& report) {
               {"oldest_due_age_seconds", seconds(total.oldest_due_age)}}}}},
           {"outbox",
            {{"pending", o.pending},
+            {"waiting", o.waiting},
             {"publishing", o.publishing},
             {"retryable", o.retryable},
             {"published", o.published},

@@ -48,7 +48,7 @@ SELECT status,
        pg_catalog.count(*) FILTER (WHERE discarded_at IS NULL) AS live,
        pg_catalog.count(*) FILTER (WHERE discarded_at IS NOT NULL) AS discarded,
        coalesce((EXTRACT(epoch FROM pg_catalog.now() - pg_catalog.min(created_at) FILTER (
-           WHERE status IN ('PENDING', 'PUBLISHING', 'RETRYABLE'))) * 1000::numeric)::bigint, 0)
+           WHERE status IN ('PENDING', 'WAITING', 'PUBLISHING', 'RETRYABLE'))) * 1000::numeric)::bigint, 0)
            AS oldest_unpublished_age_ms
 FROM {schema}.outbox_events
 GROUP BY status

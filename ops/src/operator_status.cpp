@@ -50,6 +50,8 @@ StatusReport status(ConnectionPool& pool, const std::string& schema,
       const auto live = row["live"].as<std::int64_t>();
       if (status == "PENDING")
         out.pending += live;
+      else if (status == "WAITING")
+        out.waiting += live;
       else if (status == "PUBLISHING")
         out.publishing += live;
       else if (status == "RETRYABLE")

@@ -128,11 +128,13 @@ EmittedEvent OutboxEmitter::emit(TxView tx, const OutboxMessage& message, const 
   const std::string key = !options.key.empty()        ? options.key
                           : !options.scope.id.empty() ? options.scope.id
                                                       : emitted.event_id;
+  // A key that is the event's own id is unique: nothing to wait for, no key row to keep.
+  const bool ordered = options.ordered && key != emitted.event_id;
   check_record_size(message, options, key, payload, emitted.event_id);
   const auto row =
       tx.exec_prepared(insert_name_, insert_sql_, emitted.event_id, message.event_type, message.schema_version,
                        message.topic, key, to_string(options.scope.kind), options.scope.id, options.causation_id,
-                       options.correlation_id, options.traceparent, headers, payload);
+                       options.correlation_id, options.traceparent, headers, payload, ordered);
   emitted.id = row[0][0].as<std::int64_t>();
   if (notifier_) {
     detail::AsyncNotifier* notifier = notifier_.get();

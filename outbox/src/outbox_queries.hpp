@@ -6,11 +6,13 @@
 
 namespace boxcar::outbox_sql {
 
+// `ordered`: the trigger of 0013_outbox_key_order.sql gives an ordered event its key_seq and
+// makes it WAITING behind an unfinished event of its key (docs/schema.md, "Key order").
 inline constexpr const char* kInsert = R"sql(
 INSERT INTO {schema}.outbox_events
     (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id,
-     causation_id, correlation_id, traceparent, headers, payload)
-VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12)
+     causation_id, correlation_id, traceparent, headers, payload, ordered)
+VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13::boolean)
 RETURNING id
 )sql";
 

@@ -10,6 +10,8 @@ const char* to_string(OutboxStatus status) noexcept {
   switch (status) {
     case OutboxStatus::Pending:
       return "PENDING";
+    case OutboxStatus::Waiting:
+      return "WAITING";
     case OutboxStatus::Publishing:
       return "PUBLISHING";
     case OutboxStatus::Retryable:
@@ -23,8 +25,8 @@ const char* to_string(OutboxStatus status) noexcept {
 }
 
 OutboxStatus parse_outbox_status(std::string_view text) {
-  for (auto status : {OutboxStatus::Pending, OutboxStatus::Publishing, OutboxStatus::Retryable, OutboxStatus::Published,
-                      OutboxStatus::Dead}) {
+  for (auto status : {OutboxStatus::Pending, OutboxStatus::Waiting, OutboxStatus::Publishing, OutboxStatus::Retryable,
+                      OutboxStatus::Published, OutboxStatus::Dead}) {
     if (text == to_string(status)) return status;
   }
   throw std::invalid_argument("unknown outbox status '" + std::string(text) + "'");

@@ -3,6 +3,7 @@
 
 #include <pqxx/pqxx>
 
+#include "boxcar/core/detail/database_errors.hpp"
 #include "boxcar/core/detail/pg_array.hpp"
 #include "boxcar/core/sql_identifier.hpp"
 #include "boxcar/core/detail/with_schema.hpp"
@@ -10,6 +11,26 @@
 
 namespace boxcar::detail {
 namespace {
+
+// The statements that settle events (published, failed, DEAD) also move their keys' order
+// (migrations/0013_outbox_key_order.sql): each takes the key rows of its events, one by
+// one. An emitting transaction that holds several keys may hold one of them and wait for
+// another this statement took first; PostgreSQL then aborts one of the two (40P01). When
+// it is this statement, nothing of it happened, and it is guarded by the claim token and
+// status, so it runs again rather than leaving the batch to its lease (which would hold
+// its keys until the lease expires and produce the batch twice).
+constexpr int kDeadlockRetries = 5;
+
+template <typename Statement>
+pqxx::result retry_deadlocks(const Statement& statement) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return statement();
+    } catch (const pqxx::transaction_rollback& e) {
+      if (attempt >= kDeadlockRetries || sqlstate_of(e) != "40P01") throw;
+    }
+  }
+}
 
 std::vector<SettledEvent> read_settled(const pqxx::result& rows) {
   std::vector<SettledEvent> settled;
@@ -60,12 +81,15 @@ std::vector<ClaimedEvent> EventStore::claim(std::size_t limit, std::size_t max_b
 
 std::vector<SettledEvent> EventStore::recover_expired(std::size_t limit, int max_attempts,
                                                       std::chrono::milliseconds max_age) {
-  return read_settled(pool_->autocommit(names_ + "recover", recover_, static_cast<long long>(limit), max_attempts,
-                                        static_cast<long long>(max_age.count())));
+  return read_settled(retry_deadlocks([&] {
+    return pool_->autocommit(names_ + "recover", recover_, static_cast<long long>(limit), max_attempts,
+                             static_cast<long long>(max_age.count()));
+  }));
 }
 
 std::vector<PublishedEvent> EventStore::mark_published(std::span<const std::int64_t> ids, const std::string& token) {
-  const auto rows = pool_->autocommit(names_ + "published", mark_published_, pg_array(ids), token);
+  const auto rows =
+      retry_deadlocks([&] { return pool_->autocommit(names_ + "published", mark_published_, pg_array(ids), token); });
   std::vector<PublishedEvent> published;
   published.reserve(rows.size());
   for (const auto& row : rows)
@@ -75,16 +99,19 @@ std::vector<PublishedEvent> EventStore::mark_published(std::span<const std::int6
 
 std::vector<SettledEvent> EventStore::record_failure(std::span<const std::int64_t> ids, const std::string& token,
                                                      const std::string& error, const FailurePolicy& policy) {
-  return read_settled(pool_->autocommit(names_ + "failed", mark_failed_, pg_array(ids), token, error,
-                                        static_cast<long long>(policy.backoff.base.count()),
-                                        static_cast<long long>(policy.backoff.cap.count()), policy.max_attempts,
-                                        policy.permanent, static_cast<long long>(policy.max_age.count())));
+  return read_settled(retry_deadlocks([&] {
+    return pool_->autocommit(names_ + "failed", mark_failed_, pg_array(ids), token, error,
+                             static_cast<long long>(policy.backoff.base.count()),
+                             static_cast<long long>(policy.backoff.cap.count()), policy.max_attempts, policy.permanent,
+                             static_cast<long long>(policy.max_age.count()));
+  }));
 }
 
 std::vector<SettledEvent> EventStore::refuse(std::span<const std::int64_t> ids, std::span<const std::string> errors,
                                              const std::string& token, const std::string& dead_reason) {
-  return read_settled(
-      pool_->autocommit(names_ + "refused", mark_refused_, pg_array(ids), token, pg_array(errors), dead_reason));
+  return read_settled(retry_deadlocks([&] {
+    return pool_->autocommit(names_ + "refused", mark_refused_, pg_array(ids), token, pg_array(errors), dead_reason);
+  }));
 }
 
 }  // namespace boxcar::detail

@@ -1,8 +1,10 @@
 // The test helpers: schema fixture, drain, redelivery, receipt state, captured events.
 #include "boxcar/testing/testing.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
+#include <utility>
 
 #include <pqxx/pqxx>
 
@@ -93,24 +95,34 @@ std::optional<ReceiptState> receipt_state(TestSchema& db, const AcceptRequest& r
 }
 
 std::vector<CapturedEvent> capture_published(TestSchema& db) {
-  Tx tx = db.pool()->begin();
-  const auto rows = tx.exec(detail::with_schema(testing_sql::kCapturePublished, db.schema()));
-  tx.commit();
-  std::vector<CapturedEvent> events;
-  for (const auto& row : rows) {
-    CapturedEvent e;
-    e.event_id = row[0].as<std::string>();
-    e.event_type = row[1].as<std::string>();
-    e.schema_version = row[2].as<int>();
-    e.topic = row[3].as<std::string>();
-    e.key = row[4].as<std::string>();
-    e.tenant_id = row[5].as<std::string>();
-    e.causation_id = row[6].as<std::string>();
-    e.correlation_id = row[7].as<std::string>();
-    e.payload = nlohmann::json::parse(row[8].c_str());
-    e.headers = nlohmann::json::parse(row[9].c_str()).get<std::map<std::string, std::string>>();
-    events.push_back(std::move(e));
+  const std::string sql = detail::with_schema(testing_sql::kCapturePublished, db.schema());
+  std::vector<std::pair<std::int64_t, CapturedEvent>> captured;  // row id: emit order
+  // Each round marks the heads of the ordered keys; marking them makes the next event of
+  // each key PENDING for the following round.
+  for (;;) {
+    Tx tx = db.pool()->begin();
+    const auto rows = tx.exec(sql);
+    tx.commit();
+    if (rows.empty()) break;
+    for (const auto& row : rows) {
+      CapturedEvent e;
+      e.event_id = row[0].as<std::string>();
+      e.event_type = row[1].as<std::string>();
+      e.schema_version = row[2].as<int>();
+      e.topic = row[3].as<std::string>();
+      e.key = row[4].as<std::string>();
+      e.tenant_id = row[5].as<std::string>();
+      e.causation_id = row[6].as<std::string>();
+      e.correlation_id = row[7].as<std::string>();
+      e.payload = nlohmann::json::parse(row[8].c_str());
+      e.headers = nlohmann::json::parse(row[9].c_str()).get<std::map<std::string, std::string>>();
+      captured.emplace_back(row[10].as<std::int64_t>(), std::move(e));
+    }
   }
+  std::sort(captured.begin(), captured.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<CapturedEvent> events;
+  events.reserve(captured.size());
+  for (auto& [id, e] : captured) events.push_back(std::move(e));
   return events;
 }
 

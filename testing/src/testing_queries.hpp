@@ -16,7 +16,9 @@ WHERE consumer = $1
   AND message_id = $5
 )sql";
 
-// A publisher that delivers to the test: every committed, due event, in emit order.
+// A publisher that delivers to the test: every committed, due event. An ordered event
+// WAITING behind its key's head becomes PENDING when the head is marked here (the trigger
+// of 0013_outbox_key_order.sql): capture_published() runs this until it returns nothing.
 inline constexpr const char* kCapturePublished = R"sql(
 WITH due AS (
     SELECT id
@@ -33,7 +35,7 @@ SET status = 'PUBLISHED',
 FROM due
 WHERE e.id = due.id
 RETURNING e.event_id::text, e.event_type, e.schema_version, e.topic, e.message_key, e.tenant_id,
-          e.causation_id, e.correlation_id, e.payload, e.headers::text
+          e.causation_id, e.correlation_id, e.payload, e.headers::text, e.id
 )sql";
 
 }  // namespace boxcar::testing_sql

@@ -87,6 +87,16 @@ TEST_CASE("the backlog collector reports every inbox and outbox status, ages and
   // Published long ago: finished, so it must not count as the oldest unpublished event.
   outbox_set(4, "status = 'PUBLISHED', published_at = now(), created_at = now() - interval '1 hour'");
   outbox_set(5, "status = 'DEAD', dead_reason = 'ATTEMPTS_EXHAUSTED', discarded_at = now()");
+  // Three events of one more key: the first is its head (PENDING), two wait behind it.
+  {
+    Tx tx = s.pool->begin();
+    for (int i = 0; i < 3; ++i)
+      outbox.emit(
+          tx,
+          OutboxMessage{.event_type = "thing.emitted", .schema_version = 1, .topic = "things", .payload = {{"n", i}}},
+          {.scope = Scope::tenant("t2")});
+    tx.commit();
+  }
 
   BacklogCollector collector(s.pool, s.metrics,
                              {.schema = s.db.schema(), .declared_consumers = {kOrders, kAudit, kBilling}});
@@ -117,7 +127,8 @@ TEST_CASE("the backlog collector reports every inbox and outbox status, ages and
   // COMPLETED is never counted.
   CHECK_FALSE(s.inbox(kOrders, "COMPLETED"));
 
-  CHECK(e.value("boxcar_outbox_events", {{"status", "PENDING"}}) == 1);
+  CHECK(e.value("boxcar_outbox_events", {{"status", "PENDING"}}) == 2);
+  CHECK(e.value("boxcar_outbox_events", {{"status", "WAITING"}}) == 2);
   CHECK(e.value("boxcar_outbox_events", {{"status", "RETRYABLE"}}) == 1);
   CHECK(e.value("boxcar_outbox_events", {{"status", "PUBLISHING"}}) == 1);
   CHECK(e.value("boxcar_outbox_events", {{"status", "DEAD"}}) == 1);
@@ -238,12 +249,12 @@ TEST_CASE("every backlog query reads its partial index, not the table, on 1,000,
                ELSE 'DEAD'
              END AS status) AS s
   )SQL");
-  // 200,000 events, 1 in 100 not published yet.
+  // 200,000 events, 1 in 100 not published yet, each of its own key (none WAITING).
   db.query(R"SQL(
     INSERT INTO {schema}.outbox_events
       (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, payload,
        status, claim_token, lease_expires_at, dead_reason, published_at)
-    SELECT md5('e' || i)::uuid, 'thing.emitted', 1, 'things', 't1', 'tenant', 't1', '{}', s.status,
+    SELECT md5('e' || i)::uuid, 'thing.emitted', 1, 'things', 'k' || i, 'tenant', 't1', '{}', s.status,
            CASE WHEN s.status = 'PUBLISHING' THEN md5(i::text)::uuid END,
            CASE WHEN s.status = 'PUBLISHING' THEN now() + interval '1 minute' END,
            CASE WHEN s.status = 'DEAD' THEN 'ATTEMPTS_EXHAUSTED' END,
@@ -265,17 +276,18 @@ TEST_CASE("every backlog query reads its partial index, not the table, on 1,000,
       {"inbox_claimable", "inbox_receipts_claimable"}, {"inbox_processing", "inbox_receipts_leases"},
       {"inbox_dead", "inbox_receipts_dead"},           {"outbox_due", "outbox_events_due"},
       {"outbox_publishing", "outbox_events_leases"},   {"outbox_dead", "outbox_events_dead"},
-      {"inbox_waiting", "inbox_receipts_waiting"}};
+      {"inbox_waiting", "inbox_receipts_waiting"},     {"outbox_waiting", "outbox_events_waiting"}};
   // The per-consumer capped scans must walk their index in order and stop at the LIMIT:
   // a Sort (after a bitmap or another index's scan) would read every entry of the
   // consumer first.
-  const std::set<std::string> capped = {"inbox_claimable", "inbox_processing", "inbox_dead", "inbox_waiting"};
+  const std::set<std::string> capped = {"inbox_claimable", "inbox_processing", "inbox_dead", "inbox_waiting",
+                                        "outbox_waiting"};
   const auto queries = BacklogCollector::queries(db.schema());
-  REQUIRE(queries.size() == 14);
+  REQUIRE(queries.size() == 15);
   for (const auto& query : queries) {
     if (query.name.rfind("snapshot_", 0) == 0) continue;  // primary-key lookups on a two-row table
     std::string sql = query.sql;
-    if (const auto parameter = sql.find("$1"); parameter != std::string::npos)
+    for (auto parameter = sql.find("$1"); parameter != std::string::npos; parameter = sql.find("$1"))
       sql.replace(parameter, 2, capped.contains(query.name) ? std::string("10001") : "'" + db.schema() + "'");
     std::string plan;
     // As the collector's transaction runs them (SET LOCAL in backlog_collector.cpp).
@@ -418,6 +430,31 @@ TEST_CASE("inbox counts are exact up to the cap and a labelled estimate above it
   CHECK_THROWS_AS(BacklogCollector(s.pool, s.metrics, {.schema = s.db.schema(), .exact_cap = 0}), ConfigError);
 }
 
+TEST_CASE("above the exact cap the WAITING events are still counted exactly, from the key rows") {
+  BacklogSetup s;
+  OutboxEmitter outbox(s.pool, {.schema = s.db.schema(), .notify = false});
+  for (const auto* tenant : {"t1", "t2"}) {
+    Tx tx = s.pool->begin();
+    for (int i = 0; i < 3; ++i)
+      outbox.emit(
+          tx,
+          OutboxMessage{.event_type = "thing.emitted", .schema_version = 1, .topic = "things", .payload = {{"n", i}}},
+          {.scope = Scope::tenant(tenant)});
+    tx.commit();
+  }
+  const auto waiting = [&](std::int64_t cap) {
+    s.db.query("UPDATE {schema}.backlog_snapshot SET collected_at = '-infinity'");
+    BacklogCollector collector(s.pool, s.metrics, {.schema = s.db.schema(), .exact_cap = cap});
+    collector.collect_once();
+    return s.scrape().value("boxcar_outbox_events", {{"status", "WAITING"}}).value_or(-1);
+  };
+  // Below the cap, from outbox_events_waiting; at 1, one key row per key, the sum of
+  // (unfinished - 1): each key's head is the one unfinished event that is not WAITING.
+  CHECK(waiting(1000) == 4);
+  CHECK(waiting(1) == 4);
+  CHECK(s.scrape().value("boxcar_outbox_events", {{"status", "PENDING"}}).value_or(-1) == 2);
+}
+
 TEST_CASE("two collectors in one schema: one computes per interval, and both export the same gauges") {
   BacklogSetup s;
   Inbox inbox(s.pool, {.schema = s.db.schema(), .consumers = {kOrders, kAudit}, .notify = false});
@@ -455,7 +492,7 @@ TEST_CASE("two collectors in one schema: one computes per interval, and both exp
   CHECK(ea.value("boxcar_inbox_receipts", {{"consumer", kOrders}, {"status", "PENDING"}}) == 2);
   CHECK(ea.value("boxcar_outbox_events", {{"status", "PENDING"}}) == 1);
   // receipts and their estimated flags, ages, outbox statuses, outbox age
-  CHECK(backlog_lines(ea).size() == 2 * 5 * 2 + 2 + 4 + 1);
+  CHECK(backlog_lines(ea).size() == 2 * 5 * 2 + 2 + 5 + 1);
   CHECK(backlog_lines(ea) == backlog_lines(eb));
   CHECK(eb.value("boxcar_backlog_snapshot_age_seconds", {{"section", "inbox"}}) >= 0);
   CHECK(eb.value("boxcar_backlog_last_success_timestamp_seconds") > 1.7e9);

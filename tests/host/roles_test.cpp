@@ -151,7 +151,8 @@ TEST_CASE("each role is refused with SQLSTATE 42501 every statement it must not 
          "'e', 1, '{}', '{}', repeat('0', 64), 'COMPLETED')"},
         {"read the outbox", "SELECT count(*) FROM {schema}.outbox_events"},
         {"insert into the outbox", kInsertEvent},
-        {"read the DEAD views", "SELECT count(*) FROM {schema}.inbox_dead_records"}}},
+        {"read the DEAD views", "SELECT count(*) FROM {schema}.inbox_dead_records"},
+        {"read the outbox's key order", "SELECT count(*) FROM {schema}.outbox_ordering_keys"}}},
       {f.names.worker,
        {{"delete a receipt", "DELETE FROM {schema}.inbox_receipts"},
         {"rewrite a receipt's payload", "UPDATE {schema}.inbox_receipts SET payload = '{}'"},
@@ -160,7 +161,8 @@ TEST_CASE("each role is refused with SQLSTATE 42501 every statement it must not 
         {"read the outbox's content", "SELECT topic, payload FROM {schema}.outbox_events"},
         {"update an event", "UPDATE {schema}.outbox_events SET status = 'PUBLISHED'"},
         {"delete an event", "DELETE FROM {schema}.outbox_events"},
-        {"read the DEAD views", "SELECT count(*) FROM {schema}.outbox_dead_records"}}},
+        {"read the DEAD views", "SELECT count(*) FROM {schema}.outbox_dead_records"},
+        {"drop a key's order", "DELETE FROM {schema}.outbox_ordering_keys"}}},
       {f.names.publisher,
        {{"read the inbox", "SELECT count(*) FROM {schema}.inbox_receipts"},
         {"insert a receipt", kInsertReceipt},
@@ -168,7 +170,8 @@ TEST_CASE("each role is refused with SQLSTATE 42501 every statement it must not 
         {"re-route an event", "UPDATE {schema}.outbox_events SET topic = 'elsewhere'"},
         {"rewrite an event's payload", "UPDATE {schema}.outbox_events SET payload = 'forged'"},
         {"change an event's tenant", "UPDATE {schema}.outbox_events SET tenant_id = 't2'"},
-        {"delete an event", "DELETE FROM {schema}.outbox_events"}}},
+        {"delete an event", "DELETE FROM {schema}.outbox_events"},
+        {"forge a key's order", "INSERT INTO {schema}.outbox_ordering_keys VALUES ('orders', 'k', 1, 2)"}}},
       {f.names.operator_,
        {{"insert a receipt", kInsertReceipt},
         {"insert into the outbox", kInsertEvent},
@@ -340,6 +343,15 @@ TEST_CASE("the full pipeline runs with one LOGIN user per role: accept, work and
   CHECK(worker.drain() == 1);
   CHECK(f.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'DEAD' AND replay_count = 1") == 1);
   CHECK(dead_discard(*operator_pool, f.db.schema(), RecordKind::Inbox, {.ids = {dead[0].id}}, "ops").ids.size() == 1);
+  // An outbox event requeued from DEAD enters its key again (the key-order trigger runs
+  // with the operator's grants), and the publisher's mark releases it (with its own).
+  f.db.execute(
+      "UPDATE {schema}.outbox_events SET status = 'DEAD', dead_reason = 'ATTEMPTS_EXHAUSTED', published_at = NULL "
+      "WHERE id = (SELECT min(id) FROM {schema}.outbox_events)");
+  const auto dead_event = f.db.scalar("SELECT min(id) FROM {schema}.outbox_events");
+  CHECK(dead_retry(*operator_pool, f.db.schema(), RecordKind::Outbox, {.ids = {dead_event}}, "ops").ids.size() == 1);
+  CHECK(publisher.drain() == 1);
+  CHECK(f.db.scalar("SELECT count(*) FROM {schema}.outbox_ordering_keys") == 0);
   const PurgeReport purged = purge(*operator_pool, f.db.schema());
   CHECK(purged.inbox_deleted == 0);  // nothing is past the default retention yet
 

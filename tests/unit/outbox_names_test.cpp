@@ -11,11 +11,11 @@
 using boxcar::OutboxStatus;
 
 TEST_CASE("every outbox status parses back from the name stored in the status column") {
-  // The CHECK constraint of migrations/0002_outbox.sql allows exactly these.
-  const std::set<std::string> stored = {"PENDING", "PUBLISHING", "RETRYABLE", "PUBLISHED", "DEAD"};
+  // The CHECK constraint of migrations/0013_outbox_key_order.sql allows exactly these.
+  const std::set<std::string> stored = {"PENDING", "WAITING", "PUBLISHING", "RETRYABLE", "PUBLISHED", "DEAD"};
   std::set<std::string> written;
-  for (auto status : {OutboxStatus::Pending, OutboxStatus::Publishing, OutboxStatus::Retryable, OutboxStatus::Published,
-                      OutboxStatus::Dead}) {
+  for (auto status : {OutboxStatus::Pending, OutboxStatus::Waiting, OutboxStatus::Publishing, OutboxStatus::Retryable,
+                      OutboxStatus::Published, OutboxStatus::Dead}) {
     written.insert(to_string(status));
     CHECK(boxcar::parse_outbox_status(to_string(status)) == status);
   }

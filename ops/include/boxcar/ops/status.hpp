@@ -40,12 +40,14 @@ struct InboxConsumerStatus {
 /// Outbox events by status. Counts are exact.
 struct OutboxStatus {
   std::int64_t pending = 0;
+  /// Ordered events behind the unfinished head of their key (docs/publisher.md, "Ordering").
+  std::int64_t waiting = 0;
   std::int64_t publishing = 0;
   std::int64_t retryable = 0;
   std::int64_t published = 0;
   std::int64_t dead = 0;
   std::int64_t discarded = 0;
-  /// now() - the oldest created_at among PENDING/PUBLISHING/RETRYABLE events (emitted
+  /// now() - the oldest created_at among PENDING/WAITING/PUBLISHING/RETRYABLE events (emitted
   /// but not yet published, DEAD excluded); 0 when there is none.
   std::chrono::milliseconds oldest_unpublished_age{0};
 };

@@ -42,6 +42,15 @@ struct EmitOptions {
   std::string key{};
   std::map<std::string, std::string> headers{};
   std::string traceparent{};
+  /// Whether the event keeps its place among the events of its (topic, key): published
+  /// only after every earlier event of the key that took part is PUBLISHED or DEAD, in the
+  /// commit order of the emitting transactions, however many publishers run
+  /// (docs/publisher.md, "Ordering"). An emitting transaction then holds its keys until it
+  /// commits: a concurrent emitter of the same key waits for it. false: published as soon
+  /// as a publisher claims it, with no wait at emit and no order (more throughput on a hot
+  /// key). A global event without a key (its key is its own event id) has nothing to be
+  /// ordered with and never takes part.
+  bool ordered = true;
 };
 
 struct OutboxOptions {

@@ -106,7 +106,9 @@ struct CapturedEvent {
 };
 
 /// Publishes every committed, due outbox event to the test instead of Kafka: marks them
-/// PUBLISHED and returns them in emit order. Call it again to get only newer ones.
+/// PUBLISHED and returns them in emit order. Events WAITING behind their key's head are
+/// published too, one per key and round, as a publisher would (docs/publisher.md,
+/// "Ordering"). Call it again to get only newer ones.
 std::vector<CapturedEvent> capture_published(TestSchema& db);
 
 }  // namespace boxcar::testing
