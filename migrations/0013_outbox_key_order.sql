@@ -8,7 +8,7 @@
 -- however often a delivery fails (RETRYABLE keeps its key), a key has one event in flight.
 --
 -- Compatible with 11: a binary that knows only 0011 inserts without `ordered` (default
--- true, so its events are ordered as well), claims only PENDING/RETRYABLE and moves events
+-- false: its events are not ordered, as before), claims only PENDING/RETRYABLE and moves events
 -- between statuses through the triggers below; it leaves WAITING out of its status counts.
 --
 -- The functions run as the invoker (the emitting, publishing or operator role, granted on
@@ -17,16 +17,15 @@
 -- tables from this schema, whatever the caller's search_path (docs/security.md, section 1).
 -- Built-ins are also written pg_catalog.<name>.
 
--- ordered: whether the event takes part in its key's order (EmitOptions::ordered, default
---          true). Constant default: no table rewrite. Rows that existed before this
---          migration read true but have no key_seq: they never took part, so they never
---          wait and never hold a key.
+-- ordered: whether the event takes part in its key's order (EmitOptions::ordered with an
+--          explicit key). Constant default false: no table rewrite, and an older emitter's
+--          events stay unordered, as do the rows that existed before this migration.
 -- key_seq: the event's position in its key, drawn from outbox_ordering_keys.next_seq under
 --          the key row's lock when it entered the key (its emit, or an operator's requeue
 --          of it when DEAD); NULL for an event that never took part. Emitters of one key
 --          hold that row's lock until they commit, so positions follow commit order.
 ALTER TABLE outbox_events
-    ADD COLUMN ordered boolean NOT NULL DEFAULT true,
+    ADD COLUMN ordered boolean NOT NULL DEFAULT false,
     ADD COLUMN key_seq bigint;
 
 -- WAITING: behind the head of its key. NOT VALID: the new check accepts every status the

@@ -128,8 +128,10 @@ EmittedEvent OutboxEmitter::emit(TxView tx, const OutboxMessage& message, const 
   const std::string key = !options.key.empty()        ? options.key
                           : !options.scope.id.empty() ? options.scope.id
                                                       : emitted.event_id;
-  // A key that is the event's own id is unique: nothing to wait for, no key row to keep.
-  const bool ordered = options.ordered && key != emitted.event_id;
+  // Only an explicit key orders: the default key (the tenant id) places a tenant's events on
+  // one partition, and ordering by it would serialise every emitter of the tenant from its
+  // emit to its commit. A key that is the event's own id is unique: nothing to wait for.
+  const bool ordered = options.ordered && !options.key.empty() && key != emitted.event_id;
   check_record_size(message, options, key, payload, emitted.event_id);
   const auto row =
       tx.exec_prepared(insert_name_, insert_sql_, emitted.event_id, message.event_type, message.schema_version,

@@ -23,11 +23,8 @@ class OrderProjection final : public boxcar::InboxHandler {
     const std::string order_id = payload.at("orderId");
     context.tx.exec("INSERT INTO " + table_ + " (message_id, attempt) VALUES ($1, $2)", context.message_id,
                     context.attempt);
-    // Stuck before the emit: an emit holds its key (the tenant) until the transaction ends,
-    // so a handler stuck after it would hold up every other emitter of its tenant until it
-    // is abandoned (docs/publisher.md, "Ordering"), which is not what the abandon tests test.
-    while (payload.value("stuck", false)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     outbox_.emit(context.tx, OrderProjected{order_id}, {.scope = context.scope, .causation_id = context.message_id});
+    while (payload.value("stuck", false)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 
  private:

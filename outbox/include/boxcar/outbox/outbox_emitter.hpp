@@ -48,8 +48,10 @@ struct EmitOptions {
   /// (docs/publisher.md, "Ordering"). An emitting transaction then holds its keys until it
   /// commits: a concurrent emitter of the same key waits for it. false: published as soon
   /// as a publisher claims it, with no wait at emit and no order (more throughput on a hot
-  /// key). A global event without a key (its key is its own event id) has nothing to be
-  /// ordered with and never takes part.
+  /// key). Only an event emitted with an explicit `key` takes part: the default key (the
+  /// tenant id) spreads partitions, and ordering by it would serialise all of a tenant's
+  /// emitters; a global event without a key (its key is its own event id) has nothing to be
+  /// ordered with.
   bool ordered = true;
 };
 
