@@ -123,7 +123,10 @@ shares AS MATERIALIZED (
           AND status IN ('PENDING', 'RETRYABLE')
           AND available_at <= pg_catalog.now()
           AND NOT suspect
-        ORDER BY available_at
+        -- The scope columns too: only inbox_receipts_claimable_scope has this order, so the
+        -- planner never walks inbox_receipts_claimable past other scopes' rows instead
+        -- (which it would when its statistics saw one scope only).
+        ORDER BY scope_kind, scope_id, available_at
         LIMIT (SELECT per_scope FROM share)
         FOR NO KEY UPDATE SKIP LOCKED
     ) AS p
@@ -141,12 +144,10 @@ fill AS (
     LIMIT $2::bigint - (SELECT pg_catalog.count(*) FROM shares)
     FOR NO KEY UPDATE SKIP LOCKED
 ),
--- LIMIT: tells the planner the join below is small (a nested loop on the primary key).
 due AS (
     SELECT id FROM shares
     UNION ALL
     SELECT id FROM fill
-    LIMIT $2
 ),
 last_scope AS (
     SELECT scope_kind, scope_id
@@ -160,8 +161,10 @@ SET status = 'PROCESSING',
     lease_expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $3::double precision / 1000::double precision),
     attempts = r.attempts + 1,
     updated_at = pg_catalog.now()
-FROM due
-WHERE r.id = due.id
+-- An array of ids, not a join with `due`: the generic plan of a prepared statement
+-- cannot know $2 and would hash-join a guessed tenth of the table (a sequential scan
+-- that grows with the backlog); `= ANY` of an array always probes the primary key.
+WHERE r.id = ANY (ARRAY(SELECT id FROM due))
 RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
           r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,
           r.metadata::text AS metadata, r.status, r.suspect,

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "boxcar/inbox/detail/named_statements.hpp"
 #include "boxcar/inbox/worker.hpp"
 #include "worker_fixture.hpp"
 
@@ -104,6 +105,23 @@ void hot_and_small(Setup& s, const std::string& hot) {
   s.accept("", 1);
 }
 
+// The plan of the fair claim as the worker prepares it, under `plan_cache_mode`
+// (force_generic_plan: what a prepared statement runs after five executions).
+std::string fair_claim_plan(TestDatabase& db, const std::string& plan_cache_mode) {
+  std::string sql;
+  for (const auto& statement : detail::inbox_statements())
+    if (std::string(statement.name) == "worker.claim_fair") sql = db.qualified(statement.sql);
+  REQUIRE(!sql.empty());
+  auto connection = db.connect();
+  pqxx::nontransaction n(connection);
+  n.exec("SET plan_cache_mode = " + plan_cache_mode);
+  n.exec("PREPARE fair(text, bigint, bigint, text, text) AS " + sql);
+  std::string plan;
+  for (const auto& row : n.exec("EXPLAIN EXECUTE fair('" + std::string(kConsumer) + "', 32, 60000, '', '')"))
+    plan += std::string(row[0].c_str()) + "\n";
+  return plan;
+}
+
 // The distinct scopes among the first `n` handler calls.
 std::set<std::string> scopes_of_first(const std::vector<std::string>& calls, std::size_t n) {
   return {calls.begin(), calls.begin() + static_cast<long>(std::min(n, calls.size()))};
@@ -188,4 +206,28 @@ TEST_CASE("several workers claiming fairly handle each receipt once") {
   CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows") == 620);
   CHECK(s.db.scalar("SELECT count(DISTINCT message_id) FROM {schema}.app_rows") == 620);
   CHECK(s.log.calls().size() == 620);
+}
+
+TEST_CASE("the fair claim's plan reads the scope index and the primary key, never the whole table") {
+  Setup s;
+  // Statistics that saw one scope only (a hot tenant's backlog analysed before the others
+  // arrived): the planner must still pick each scope's rows from the scope index, not walk
+  // the claimable index past the hot tenant's rows.
+  s.accept("hot", 3000);
+  s.db.execute("ANALYZE {schema}.inbox_receipts");
+  for (int t = 0; t < 50; ++t) s.accept("small-" + std::to_string(t), 2);
+  for (const std::string mode : {"force_custom_plan", "force_generic_plan"}) {
+    const auto plan = fair_claim_plan(s.db, mode);
+    INFO(mode << "\n" << plan);
+    CHECK(plan.find("inbox_receipts_claimable_scope") != std::string::npos);
+    CHECK(plan.find("inbox_receipts_pkey") != std::string::npos);
+    CHECK(plan.find("Seq Scan") == std::string::npos);
+    // A scope filtered out of another index's rows instead of an index condition.
+    std::size_t at = 0;
+    while ((at = plan.find("Filter:", at)) != std::string::npos) {
+      const auto line = plan.substr(at, plan.find('\n', at) - at);
+      CHECK(line.find("scope_id") == std::string::npos);
+      ++at;
+    }
+  }
 }
