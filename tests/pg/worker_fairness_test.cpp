@@ -110,7 +110,7 @@ void hot_and_small(Setup& s, const std::string& hot) {
 std::string fair_claim_plan(TestDatabase& db, const std::string& plan_cache_mode) {
   std::string sql;
   for (const auto& statement : detail::inbox_statements())
-    if (std::string(statement.name) == "worker.claim_fair") sql = db.qualified(statement.sql);
+    if (std::string(statement.name) == "worker.claim_fair") sql = db.qualified(std::string(statement.sql));
   REQUIRE(!sql.empty());
   auto connection = db.connect();
   pqxx::nontransaction n(connection);
