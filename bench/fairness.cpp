@@ -109,18 +109,17 @@ RunResult run(const std::string& url, const Scenario& scenario, bool fair, bool 
   const long long small = static_cast<long long>(scenario.tenants) * scenario.per_tenant;
   const long long total = small + (with_hot ? scenario.hot : 0);
 
-  boxcar::Worker worker(pool,
-                        {.schema = kSchema,
-                         .consumers = {kConsumer},
-                         .concurrency = kThreads,
-                         .claim_limit = 32,
-                         .fair_claims = fair,
-                         .lease = 60s,
-                         .handler_timeout = 30s,
-                         .poll_interval = 100ms},
-                        {{.consumer = kConsumer,
-                          .supports = {{"order.created", 1}},
-                          .handler = std::make_shared<InsertRow>()}});
+  boxcar::Worker worker(
+      pool,
+      {.schema = kSchema,
+       .consumers = {kConsumer},
+       .concurrency = kThreads,
+       .claim_limit = 32,
+       .fair_claims = fair,
+       .lease = 60s,
+       .handler_timeout = 30s,
+       .poll_interval = 100ms},
+      {{.consumer = kConsumer, .supports = {{"order.created", 1}}, .handler = std::make_shared<InsertRow>()}});
   boxcar::Inbox inbox(pool, {.schema = kSchema, .consumers = {kConsumer}});
   const auto start = Clock::now();
   worker.start();
@@ -208,7 +207,8 @@ int main(int argc, char** argv) {
     const std::string& url = options.database_url;
     Admin(url).exec(std::string("DROP SCHEMA IF EXISTS ") + kSchema + " CASCADE");
     boxcar::migrate(url, {.schema = kSchema});
-    Admin(url).exec(std::string("CREATE TABLE ") + kSchema + ".app_rows (message_id text NOT NULL, attempt int NOT NULL)");
+    Admin(url).exec(std::string("CREATE TABLE ") + kSchema +
+                    ".app_rows (message_id text NOT NULL, attempt int NOT NULL)");
 
     std::cout << "bench_fairness: hot backlog " << scenario.hot << ", " << scenario.tenants << " small tenants x "
               << scenario.per_tenant << " arriving at " << scenario.rate << " msg/s; worker " << kThreads
@@ -236,7 +236,8 @@ int main(int argc, char** argv) {
               << "info unfair_small_p99_hot_vs_alone " << median(unfair_ratio) << "\n";
     return 0;
   } catch (const boxcar::bench::UsageError& e) {
-    std::cerr << e.what() << "\n" << boxcar::bench::usage(argv[0]) << " [--hot N] [--tenants T] [--per-tenant M] [--rate R]\n";
+    std::cerr << e.what() << "\n"
+              << boxcar::bench::usage(argv[0]) << " [--hot N] [--tenants T] [--per-tenant M] [--rate R]\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "bench_fairness failed: " << e.what() << "\n";

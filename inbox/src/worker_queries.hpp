@@ -114,6 +114,7 @@ share AS MATERIALIZED (
 shares AS MATERIALIZED (
     SELECT p.id
     FROM scopes AS s
+    CROSS JOIN share
     CROSS JOIN LATERAL (
         SELECT id
         FROM {schema}.inbox_receipts
@@ -127,7 +128,7 @@ shares AS MATERIALIZED (
         -- planner never walks inbox_receipts_claimable past other scopes' rows instead
         -- (which it would when its statistics saw one scope only).
         ORDER BY scope_kind, scope_id, available_at
-        LIMIT (SELECT per_scope FROM share)
+        LIMIT share.per_scope
         FOR NO KEY UPDATE SKIP LOCKED
     ) AS p
 ),
@@ -164,7 +165,7 @@ SET status = 'PROCESSING',
 -- An array of ids, not a join with `due`: the generic plan of a prepared statement
 -- cannot know $2 and would hash-join a guessed tenth of the table (a sequential scan
 -- that grows with the backlog); `= ANY` of an array always probes the primary key.
-WHERE r.id = ANY (ARRAY(SELECT id FROM due))
+WHERE r.id = ANY ((SELECT pg_catalog.array_agg(id) FROM due)::bigint[])
 RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
           r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,
           r.metadata::text AS metadata, r.status, r.suspect,
