@@ -48,7 +48,8 @@ RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.
 //   the scope's oldest available_at (its head), so a scope with nothing due (only retries
 //   in backoff) costs that one descent and takes no share.
 // - scopes: the first $2 scopes whose head is due. Each gets an equal share of the
-//   limit, ceil($2 / n): its oldest due non-suspect receipts, SKIP LOCKED.
+//   limit, ceil($2 / n) (the last one what is left of $2): its oldest due non-suspect
+//   receipts, SKIP LOCKED.
 // - fill: when the shares come back short (a scope had fewer due than its share, or
 //   they were locked by another worker), the rest of the limit goes to the oldest due
 //   receipts, as kClaim takes them, so a short claim still means "nothing more due".
@@ -131,6 +132,9 @@ shares AS MATERIALIZED (
         LIMIT share.per_scope
         FOR NO KEY UPDATE SKIP LOCKED
     ) AS p
+    -- n shares of ceil($2 / n) can exceed $2: the last scope gets what is left. The
+    -- nested loop stops here, so no row past the limit is even locked.
+    LIMIT $2
 ),
 -- SKIP LOCKED does not skip this statement's own locks: the shares are excluded by id.
 fill AS (
@@ -142,7 +146,7 @@ fill AS (
       AND NOT suspect
       AND id NOT IN (SELECT id FROM shares)
     ORDER BY available_at
-    LIMIT $2::bigint - (SELECT pg_catalog.count(*) FROM shares)
+    LIMIT GREATEST($2::bigint - (SELECT pg_catalog.count(*) FROM shares), 0::bigint)
     FOR NO KEY UPDATE SKIP LOCKED
 ),
 due AS (

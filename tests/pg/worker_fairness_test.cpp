@@ -190,6 +190,16 @@ TEST_CASE("a fair claim takes its whole limit whenever that many receipts are du
   CHECK(worker.stats().claim_statements == 14);
 }
 
+TEST_CASE("a fair claim never takes more than its limit when the shares round up past it") {
+  Setup s;
+  // 3 scopes share a limit of 8 as 3 + 3 + 2, not 3 x 3: 8, 8, then the last 2, then
+  // the empty claim that ends drain(). Claiming 9 would end it a claim earlier.
+  for (int t = 0; t < 3; ++t) s.accept("t-" + std::to_string(t), 6);
+  Worker worker(s.pool, s.options(true), {s.handler()});
+  REQUIRE(worker.drain() == 18);
+  CHECK(worker.stats().claim_statements == 4);
+}
+
 TEST_CASE("several workers claiming fairly handle each receipt once") {
   Setup s;
   for (int t = 0; t < 30; ++t) s.accept("t-" + std::to_string(t), 20);
