@@ -12,6 +12,7 @@ std::vector<NamedStatement> inbox_statements() {
           {"inbox.insert_many", inbox_sql::kInsertMany},
           {"inbox.lookup_many", inbox_sql::kLookupMany},
           {"worker.claim", worker_sql::kClaim},
+          {"worker.claim_fair", worker_sql::kClaimFair},
           {"worker.claim_suspect", worker_sql::kClaimSuspect},
           {"worker.suspect_due", worker_sql::kSuspectDue},
           {"worker.start_solo", worker_sql::kStartSolo},

@@ -36,6 +36,7 @@ std::string token_array(std::span<const ClaimedReceipt* const> receipts) {
 ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::string& schema)
     : pool_(std::move(pool)), schema_(schema) {
   claim_ = detail::with_schema(worker_sql::kClaim, schema);
+  claim_fair_ = detail::with_schema(worker_sql::kClaimFair, schema);
   claim_suspect_ = detail::with_schema(worker_sql::kClaimSuspect, schema);
   suspect_due_ = detail::with_schema(worker_sql::kSuspectDue, schema);
   start_solo_ = detail::with_schema(worker_sql::kStartSolo, schema);
@@ -55,6 +56,17 @@ std::vector<ClaimedReceipt> ReceiptStore::claim(const std::string& consumer, std
                                                 std::chrono::milliseconds lease) {
   return read_claims(pool_->autocommit("boxcar.worker.claim." + schema_, claim_, consumer,
                                        static_cast<long long>(limit), static_cast<long long>(lease.count())));
+}
+
+FairClaim ReceiptStore::claim_fair(const std::string& consumer, std::size_t limit, std::chrono::milliseconds lease,
+                                   const ScopeCursor& after) {
+  const auto rows =
+      pool_->autocommit("boxcar.worker.claim_fair." + schema_, claim_fair_, consumer, static_cast<long long>(limit),
+                        static_cast<long long>(lease.count()), after.kind, after.id);
+  FairClaim out{.claims = read_claims(rows), .next = after};
+  if (!rows.empty() && !rows[0]["cursor_kind"].is_null())
+    out.next = {.kind = rows[0]["cursor_kind"].c_str(), .id = rows[0]["cursor_id"].c_str()};
+  return out;
 }
 
 std::optional<ClaimedReceipt> ReceiptStore::claim_suspect(const std::string& consumer,

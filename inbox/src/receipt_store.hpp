@@ -26,6 +26,20 @@ struct FailureRecord {
   std::chrono::milliseconds retry_delay{0};
 };
 
+/// A position in the (scope_kind, scope_id) order of one consumer's scopes: the fair
+/// claim starts its round robin after it. The empty cursor is before every scope.
+struct ScopeCursor {
+  std::string kind;
+  std::string id;
+};
+
+/// What a fair claim took, and where the next one starts (the last scope it visited;
+/// `after` unchanged when it claimed nothing).
+struct FairClaim {
+  std::vector<ClaimedReceipt> claims;
+  ScopeCursor next;
+};
+
 class ReceiptStore {
  public:
   ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::string& schema);
@@ -33,6 +47,11 @@ class ReceiptStore {
   /// Claims up to `limit` due receipts of `consumer` in an autocommit statement; never
   /// suspects.
   std::vector<ClaimedReceipt> claim(const std::string& consumer, std::size_t limit, std::chrono::milliseconds lease);
+  /// The fair claim (worker_queries.hpp, kClaimFair): up to `limit` due receipts of
+  /// `consumer` shared out over its scopes in round robin, starting after `after`; never
+  /// suspects. Autocommit.
+  FairClaim claim_fair(const std::string& consumer, std::size_t limit, std::chrono::milliseconds lease,
+                       const ScopeCursor& after);
   /// The suspect lane: claims one due suspect of `consumer`, if any. Call it only while
   /// nothing else is queued or in flight in this process (docs/worker.md).
   std::optional<ClaimedReceipt> claim_suspect(const std::string& consumer, std::chrono::milliseconds lease);
@@ -95,8 +114,8 @@ class ReceiptStore {
  private:
   std::shared_ptr<ConnectionPool> pool_;
   std::string schema_;
-  std::string claim_, claim_suspect_, suspect_due_, start_solo_, release_, lock_, lock_many_, lock_many_with_deadline_,
-      complete_, complete_many_, transaction_ended_, fail_, hand_back_, renew_leases_;
+  std::string claim_, claim_fair_, claim_suspect_, suspect_due_, start_solo_, release_, lock_, lock_many_,
+      lock_many_with_deadline_, complete_, complete_many_, transaction_ended_, fail_, hand_back_, renew_leases_;
 };
 
 }  // namespace boxcar::detail

@@ -28,6 +28,7 @@
 #include "lease_rescuer.hpp"
 #include "message_processor.hpp"
 #include "receipt_store.hpp"
+#include "scope_cursors.hpp"
 
 namespace boxcar {
 namespace {
@@ -136,6 +137,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         store_(pool_, options_.schema),
         processor_(pool_, store_, handlers_, options_, stats_, in_flight_),
         rescuer_(store_, options_, stats_, handlers_),
+        cursors_(owned_.size()),
         log_(logger("worker")) {
     if (!options_.enabled) owned_.clear();
   }
@@ -228,8 +230,8 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
           processor_.process(alone, watchdog);
         }
       std::vector<detail::ClaimedReceipt> claimed;
-      for (const auto& consumer : owned_)
-        for (auto& r : claim(consumer, options_.claim_limit)) claimed.push_back(std::move(r));
+      for (std::size_t index = 0; index < owned_.size(); ++index)
+        for (auto& r : claim(index, options_.claim_limit)) claimed.push_back(std::move(r));
       if (claimed.empty()) {
         if (ran_suspect) continue;  // their outcomes may have made more due
         return total;
@@ -314,7 +316,6 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     for (std::size_t i = 0; i < owned_.size(); ++i) {
       const std::size_t index = (next_consumer_ + i) % owned_.size();
       if (!claim_due_[index]) continue;
-      const std::string& consumer = owned_[index];
       std::size_t room;
       {
         std::lock_guard q(queue_mutex_);
@@ -326,7 +327,9 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         break;
       }
       const std::size_t limit = std::min(room, options_.claim_limit);
-      auto got = claim(consumer, limit);
+      auto got = claim(index, limit);
+      // Short means nothing more is due, for the fair claim too: it fills a short share
+      // with the oldest due receipts.
       if (got.size() < limit) claim_due_[index] = false;
       claimed += enqueue(index, got, got.size() == limit);
     }
@@ -334,11 +337,18 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     return claimed;
   }
 
-  // One claim statement, counted: the stat and metric show what wake-ups cost.
-  std::vector<detail::ClaimedReceipt> claim(const std::string& consumer, std::size_t limit) {
+  // One claim statement for owned_[index], counted: the stat and metric show what
+  // wake-ups cost. Fair (the default) shares the limit out over the consumer's scopes,
+  // round robin from where its last fair claim ended; two claims racing on one cursor
+  // only start at the same scope (SKIP LOCKED keeps their receipts apart).
+  std::vector<detail::ClaimedReceipt> claim(std::size_t index, std::size_t limit) {
+    const std::string& consumer = owned_[index];
     ++claim_statements_;
     if (options_.metrics) options_.metrics->claim_statement(consumer);
-    return store_.claim(consumer, limit, options_.lease);
+    if (!options_.fair_claims) return store_.claim(consumer, limit, options_.lease);
+    auto fair = store_.claim_fair(consumer, limit, options_.lease, cursors_.at(index));
+    cursors_.set(index, std::move(fair.next));
+    return std::move(fair.claims);
   }
 
   // Dispatcher-only bookkeeping of which owned consumers the next round claims for.
@@ -399,7 +409,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     std::vector<detail::ClaimedReceipt> got;
     try {
       ++handler_thread_claims_;
-      got = claim(owned_[index], limit);
+      got = claim(index, limit);
     } catch (const std::exception& e) {
       log_->warn("a handler thread's claim for '{}' failed; the dispatcher claims instead: {}", owned_[index],
                  e.what());
@@ -684,6 +694,8 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   detail::InFlightRegistry in_flight_;
   detail::MessageProcessor processor_;
   detail::LeaseRescuer rescuer_;
+  // Parallel to owned_: where each consumer's next fair claim starts its round robin.
+  detail::ScopeCursors cursors_;
   std::shared_ptr<spdlog::logger> log_;
   std::atomic<std::uint64_t> abandoned_total_{0};
   std::atomic<std::uint64_t> claim_statements_{0};

@@ -343,6 +343,11 @@ std::vector<ConfigKey> build_table() {
       number(
           "worker.claim_limit", [](auto& c) -> auto& { return c.worker.claim_limit; },
           "most receipts one claim statement takes"),
+      boolean(
+          "worker.fair_claims", [](auto& c) -> auto& { return c.worker.fair_claims; },
+          "true: each claim is shared out over the consumer's scopes (tenants) in round robin, so one tenant's "
+          "backlog cannot starve the others; false (the default): oldest due first (docs/worker.md, \"Fair claims across "
+          "tenants\")"),
       millis(
           "worker.lease_ms", [](auto& c) -> auto& { return c.worker.lease; },
           "claim lease; must exceed worker.handler_timeout_ms by at least 1 s"),

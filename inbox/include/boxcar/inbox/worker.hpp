@@ -62,6 +62,14 @@ struct WorkerOptions {
   BatchFailureMode batch_failure_mode = BatchFailureMode::Rerun;
   /// Most receipts claimed by one claim statement.
   std::size_t claim_limit = 32;
+  /// worker.fair_claims: true shares each claim out over the consumer's
+  /// scopes (tenants, and the global scope) in round robin, an equal share each and the
+  /// rest to the oldest due, so one tenant's backlog or poison messages cannot starve the
+  /// others; false claims the oldest due receipts whoever they belong to. The fair claim
+  /// costs about one index descent per scope it visits (at most claim_limit), never a
+  /// scan of a backlog (docs/worker.md, "Claims"; docs/benchmarks.md). Off by default
+  /// until its slow mode under load (docs/benchmarks.md, "fairness") is understood.
+  bool fair_claims = false;
   /// How long a claim is owned. Must exceed handler_timeout by at least 1 s, whatever the
   /// batch size: re-running a batch renews the waiting receipts' leases (docs/worker.md,
   /// "How long a claim is held").
