@@ -87,14 +87,14 @@ TEST_CASE("the backlog collector reports every inbox and outbox status, ages and
   // Published long ago: finished, so it must not count as the oldest unpublished event.
   outbox_set(4, "status = 'PUBLISHED', published_at = now(), created_at = now() - interval '1 hour'");
   outbox_set(5, "status = 'DEAD', dead_reason = 'ATTEMPTS_EXHAUSTED', discarded_at = now()");
-  // Three events of one more key: the first is its head (PENDING), two wait behind it.
+  // Three events of an explicit key: the first is its head (PENDING), two wait behind it.
   {
     Tx tx = s.pool->begin();
     for (int i = 0; i < 3; ++i)
       outbox.emit(
           tx,
           OutboxMessage{.event_type = "thing.emitted", .schema_version = 1, .topic = "things", .payload = {{"n", i}}},
-          {.scope = Scope::tenant("t2")});
+          {.scope = Scope::tenant("t2"), .key = "order-2"});
     tx.commit();
   }
 
@@ -439,7 +439,7 @@ TEST_CASE("above the exact cap the WAITING events are still counted exactly, fro
       outbox.emit(
           tx,
           OutboxMessage{.event_type = "thing.emitted", .schema_version = 1, .topic = "things", .payload = {{"n", i}}},
-          {.scope = Scope::tenant(tenant)});
+          {.scope = Scope::tenant(tenant), .key = tenant});
     tx.commit();
   }
   const auto waiting = [&](std::int64_t cap) {
