@@ -13,34 +13,16 @@
 
 #include "boxcar/inbox/inbox.hpp"
 #include "test_database.hpp"
+#include "worker_processes.hpp"
 
 using namespace boxcar;
+using namespace boxcar::testing;
 using namespace std::chrono_literals;
 
 namespace {
 
 constexpr int kKeys = 50;
 constexpr int kPerKey = 200;
-
-pid_t spawn_worker(const std::string& url, const std::string& schema, int batch_size, bool batch_handler) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (batch_handler) setenv("BOXCAR_TEST_BATCH_HANDLER", "1", 1);
-    const std::string batch = std::to_string(batch_size);
-    execl(BOXCAR_TEST_WORKER_PATH, BOXCAR_TEST_WORKER_PATH, url.c_str(), schema.c_str(), batch.c_str(),
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  REQUIRE(pid > 0);
-  return pid;
-}
-
-int stop(pid_t pid, int signal) {
-  ::kill(pid, signal);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return status;
-}
 
 }  // namespace
 
@@ -86,13 +68,13 @@ TEST_CASE("three worker processes, one killed mid-drain, write every key's rows 
     while (completed() < target && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(20ms);
   };
   until(kKeys * kPerKey / 3, 120s);
-  REQUIRE(WIFSIGNALED(stop(workers[1], SIGKILL)));
+  REQUIRE(WIFSIGNALED(stop_worker(workers[1], SIGKILL)));
   const auto at_kill = completed();
   CHECK(at_kill < kKeys * kPerKey);
   workers[1] = spawn_worker(db.url(), db.schema(), 8, false);
   until(kKeys * kPerKey, 240s);
   for (const pid_t pid : workers) {
-    const int status = stop(pid, SIGTERM);
+    const int status = stop_worker(pid, SIGTERM);
     CHECK(WIFEXITED(status));
   }
 

@@ -13,30 +13,13 @@
 
 #include "boxcar/inbox/inbox.hpp"
 #include "test_database.hpp"
+#include "worker_processes.hpp"
 
 using namespace boxcar;
+using namespace boxcar::testing;
 using namespace std::chrono_literals;
 
 namespace {
-
-pid_t spawn_worker(const std::string& url, const std::string& schema, int batch_size, bool batch_handler) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (batch_handler) setenv("BOXCAR_TEST_BATCH_HANDLER", "1", 1);
-    const std::string batch = std::to_string(batch_size);
-    execl(BOXCAR_TEST_WORKER_PATH, BOXCAR_TEST_WORKER_PATH, url.c_str(), schema.c_str(), batch.c_str(),
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  REQUIRE(pid > 0);
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return status;
-}
 
 void crash_and_recover(int batch_size, bool batch_handler = false) {
   constexpr int kMessages = 5000;
