@@ -62,7 +62,7 @@ ALTER TABLE inbox_ordering_keys SET (
     autovacuum_vacuum_threshold = 1000
 );
 
--- The functions below pin their search_path to this schema, then pg_catalog, then pg_temp
+-- The function below pins its search_path to this schema, then pg_catalog, then pg_temp
 -- last (SET search_path FROM CURRENT takes the value set here, for this transaction only):
 -- the trigger function runs as its owner (SECURITY DEFINER), so no caller's search_path or
 -- temporary table may redirect it.
