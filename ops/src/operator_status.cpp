@@ -20,7 +20,8 @@ StatusReport status(ConnectionPool& pool, const std::string& schema,
   for (const auto& name : declared_consumers) consumers[name] = {.consumer = name, .declared = true};
 
   detail::with_operator_connection(pool, "status", false, [&](pqxx::connection& c) {
-    // One snapshot for both tables, so a message moving between them is counted once.
+    // One snapshot for both tables (and the blocked keys), so a message moving between them
+    // is counted once.
     pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(c);
     for (const auto& row : tx.exec(inbox_sql)) {
       const auto name = row["consumer"].as<std::string>();
@@ -64,9 +65,9 @@ StatusReport status(ConnectionPool& pool, const std::string& schema,
       out.oldest_unpublished_age = std::max(
           out.oldest_unpublished_age, std::chrono::milliseconds(row["oldest_unpublished_age_ms"].as<std::int64_t>()));
     }
+    report.blocked_keys = detail::read_blocked_keys(tx, schema, 100);
     tx.commit();
   });
-  report.blocked_keys = blocked_keys(pool, schema);
   for (auto& [name, entry] : consumers) report.inbox.push_back(std::move(entry));
   return report;
 }

@@ -9,9 +9,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <pqxx/pqxx>
 
+#include "boxcar/ops/ordering_keys.hpp"
 #include "boxcar/ops/record_kind.hpp"
 #include "boxcar/core/connection_pool.hpp"
 #include "boxcar/core/detail/database_errors.hpp"
@@ -41,6 +43,10 @@ auto with_operator_connection(ConnectionPool& pool, std::string_view doing, bool
 inline std::string operator_statement(const char* sql, const std::string& schema) {
   return detail::with_schema(sql, validate_schema_name(schema));
 }
+
+/// Keys whose head failed, longest blocked first (ordering_keys.cpp), in the caller's
+/// transaction: `boxcar status` reads them in its own snapshot.
+std::vector<BlockedKey> read_blocked_keys(pqxx::transaction_base& tx, const std::string& schema, std::size_t limit);
 
 inline Timestamp from_micros(std::int64_t micros) {
   return Timestamp(std::chrono::duration_cast<Timestamp::duration>(std::chrono::microseconds(micros)));

@@ -6,22 +6,30 @@
 
 namespace boxcar {
 
+namespace detail {
+
+std::vector<BlockedKey> read_blocked_keys(pqxx::transaction_base& tx, const std::string& schema, std::size_t limit) {
+  const std::string sql = operator_statement(operator_sql::kBlockedKeys, schema);
+  std::vector<BlockedKey> keys;
+  for (const auto& row : tx.exec_params(sql, static_cast<long long>(limit), kBlockedKeyWaitingCap))
+    keys.push_back({.consumer = row["consumer"].as<std::string>(),
+                    .key = row["ordering_key"].as<std::string>(),
+                    .head_id = row["head_id"].as<std::int64_t>(),
+                    .head_status = row["head_status"].as<std::string>(),
+                    .head_attempts = row["head_attempts"].as<int>(),
+                    .head_error_type = row["head_error_type"].as<std::string>(),
+                    .head_error = row["head_error"].as<std::string>(),
+                    .blocked_for = std::chrono::milliseconds(row["blocked_ms"].as<std::int64_t>()),
+                    .waiting = row["waiting"].as<std::int64_t>()});
+  return keys;
+}
+
+}  // namespace detail
+
 std::vector<BlockedKey> blocked_keys(ConnectionPool& pool, const std::string& schema, std::size_t limit) {
-  const std::string sql = detail::operator_statement(detail::operator_sql::kBlockedKeys, schema);
   return detail::with_operator_connection(pool, "blocked keys", false, [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    std::vector<BlockedKey> keys;
-    for (const auto& row : tx.exec_params(sql, static_cast<long long>(limit), kBlockedKeyWaitingCap))
-      keys.push_back({.consumer = row["consumer"].as<std::string>(),
-                      .key = row["ordering_key"].as<std::string>(),
-                      .head_id = row["head_id"].as<std::int64_t>(),
-                      .head_status = row["head_status"].as<std::string>(),
-                      .head_attempts = row["head_attempts"].as<int>(),
-                      .head_error_type = row["head_error_type"].as<std::string>(),
-                      .head_error = row["head_error"].as<std::string>(),
-                      .blocked_for = std::chrono::milliseconds(row["blocked_ms"].as<std::int64_t>()),
-                      .waiting = row["waiting"].as<std::int64_t>()});
-    return keys;
+    return detail::read_blocked_keys(tx, schema, limit);
   });
 }
 

@@ -13,28 +13,16 @@
 
 #include "boxcar/inbox/inbox.hpp"
 #include "test_database.hpp"
+#include "worker_processes.hpp"
 
 using namespace boxcar;
+using namespace boxcar::testing;
 using namespace std::chrono_literals;
 
 namespace {
 
 constexpr int kNormal = 40;
 constexpr int kMaxAttempts = 3;
-
-pid_t spawn_worker(const std::string& url, const std::string& schema, int batch_size, bool batch_handler) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (batch_handler) setenv("BOXCAR_TEST_BATCH_HANDLER", "1", 1);
-    const std::string batch = std::to_string(batch_size);
-    const std::string attempts = std::to_string(kMaxAttempts);
-    execl(BOXCAR_TEST_WORKER_PATH, BOXCAR_TEST_WORKER_PATH, url.c_str(), schema.c_str(), batch.c_str(),
-          attempts.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  REQUIRE(pid > 0);
-  return pid;
-}
 
 AcceptRequest crash_message(const std::string& id, nlohmann::json payload) {
   return {.scope = Scope::global(),
@@ -68,7 +56,7 @@ void poison_among_normal_messages(int batch_size, int processes, bool batch_hand
   std::vector<pid_t> running;
   while (settled() < kNormal + 1 && std::chrono::steady_clock::now() < give_up) {
     while (static_cast<int>(running.size()) < processes)
-      running.push_back(spawn_worker(db.url(), db.schema(), batch_size, batch_handler));
+      running.push_back(spawn_worker(db.url(), db.schema(), batch_size, batch_handler, kMaxAttempts));
     for (auto it = running.begin(); it != running.end();) {
       int status = 0;
       if (waitpid(*it, &status, WNOHANG) != *it) {

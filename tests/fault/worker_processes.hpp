@@ -14,14 +14,21 @@
 namespace boxcar::testing {
 
 /// Starts BOXCAR_TEST_WORKER_PATH on `url`/`schema` with `batch_size`; with
-/// `batch_handler`, its consumer has an InboxBatchHandler.
-inline pid_t spawn_worker(const std::string& url, const std::string& schema, int batch_size, bool batch_handler) {
+/// `batch_handler`, its consumer has an InboxBatchHandler; `max_attempts` 0 keeps the
+/// process's own default.
+inline pid_t spawn_worker(const std::string& url, const std::string& schema, int batch_size, bool batch_handler,
+                          int max_attempts = 0) {
   const pid_t pid = fork();
   if (pid == 0) {
     if (batch_handler) setenv("BOXCAR_TEST_BATCH_HANDLER", "1", 1);
     const std::string batch = std::to_string(batch_size);
-    execl(BOXCAR_TEST_WORKER_PATH, BOXCAR_TEST_WORKER_PATH, url.c_str(), schema.c_str(), batch.c_str(),
-          static_cast<char*>(nullptr));
+    const std::string attempts = std::to_string(max_attempts);
+    if (max_attempts > 0)
+      execl(BOXCAR_TEST_WORKER_PATH, BOXCAR_TEST_WORKER_PATH, url.c_str(), schema.c_str(), batch.c_str(),
+            attempts.c_str(), static_cast<char*>(nullptr));
+    else
+      execl(BOXCAR_TEST_WORKER_PATH, BOXCAR_TEST_WORKER_PATH, url.c_str(), schema.c_str(), batch.c_str(),
+            static_cast<char*>(nullptr));
     _exit(127);
   }
   REQUIRE(pid > 0);
