@@ -21,7 +21,8 @@ void collect_panels(const nlohmann::json& panels, std::vector<DashboardQuery>& o
 std::vector<DashboardQuery> dashboard_queries(const nlohmann::json& dashboard) {
   std::vector<DashboardQuery> out;
   collect_panels(dashboard.value("panels", nlohmann::json::array()), out);
-  for (const auto& variable : dashboard.value("templating", nlohmann::json::object()).value("list", nlohmann::json::array())) {
+  for (const auto& variable :
+       dashboard.value("templating", nlohmann::json::object()).value("list", nlohmann::json::array())) {
     if (variable.value("type", "") != "query") continue;
     const auto& query = variable.at("query");
     out.push_back({"variable " + variable.value("name", "?"),

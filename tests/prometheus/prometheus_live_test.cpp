@@ -13,6 +13,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -83,7 +84,7 @@ class Pipeline {
       const auto deadline = std::chrono::steady_clock::now() + 30s;
       while (!serving(targets_[i].port)) {
         if (processes_[i]->wait(100ms) || std::chrono::steady_clock::now() > deadline)
-          FAIL("the " << targets_[i].role << " did not serve /healthz:\n" << processes_[i]->output());
+          throw std::runtime_error("the " + targets_[i].role + " did not serve /healthz:\n" + processes_[i]->output());
       }
     }
     prometheus_ = std::make_unique<PrometheusServer>(targets_, std::vector<std::filesystem::path>{kAlertRules});
@@ -112,9 +113,18 @@ class Pipeline {
   std::unique_ptr<PrometheusServer> prometheus_;
 };
 
+// Started by the first test case that needs it; a start that failed fails every later
+// test case at once instead of being tried again.
 Pipeline& pipeline() {
-  static Pipeline running;
-  return running;
+  static std::string start_failure;
+  if (!start_failure.empty()) FAIL("the pipeline did not start: " << start_failure);
+  try {
+    static Pipeline running;
+    return running;
+  } catch (const std::exception& e) {
+    start_failure = e.what();
+    throw;
+  }
 }
 
 // The samples of an instant query's vector result (empty on an error).

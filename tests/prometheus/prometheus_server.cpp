@@ -138,8 +138,8 @@ nlohmann::json PrometheusServer::api(const std::string& path_and_query) const {
   try {
     return nlohmann::json::parse(body_of(response));
   } catch (const nlohmann::json::exception&) {
-    throw std::runtime_error("prometheus answered " + path_and_query + " with HTTP " +
-                             std::to_string(response.status) + ": " + response.body);
+    throw std::runtime_error("prometheus answered " + path_and_query + " with HTTP " + std::to_string(response.status) +
+                             ": " + response.body);
   }
 }
 
