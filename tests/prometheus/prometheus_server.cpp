@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -57,7 +58,9 @@ std::string body_of(const HttpResponse& response) {
 
 int free_port_below_ephemeral() {
   std::mt19937 random(std::random_device{}());
-  std::uniform_int_distribution<int> pick(10000, ephemeral_low() - 1);
+  // Below both the kernel's range and 32768 (the default range's start), whatever the
+  // machine's setting.
+  std::uniform_int_distribution<int> pick(10000, std::max(10001, std::min(ephemeral_low(), 32768)) - 1);
   for (int tries = 0; tries < 1000; ++tries)
     if (const int port = pick(random); can_bind(port)) return port;
   throw std::runtime_error("no free loopback port below the ephemeral range");
