@@ -1,7 +1,8 @@
-// An application built against an installed Boxcar (tests/install_consumer/run.sh and
-// tests/package/deb_install_test.sh). Without arguments it checks a fingerprint end to end
-// (boxcar::inbox); with arguments it is the standard command line, boxcar::run_cli
-// (boxcar::runtime), which links every Boxcar library and dependency.
+// An application built against an installed Boxcar: tests/package/deb_install_test.sh
+// builds it with CMake and with pkg-config against the installed .deb. Without arguments
+// it checks a fingerprint end to end (boxcar::inbox); with arguments it is the standard
+// command line, boxcar::run_cli (boxcar::runtime), which links every Boxcar library and
+// dependency.
 #include <iostream>
 
 #include "boxcar/inbox/inbox.hpp"

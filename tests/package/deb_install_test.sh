@@ -13,7 +13,7 @@ source_dir=$(cd "$2" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-step() { echo "--- $*"; }
+step() { echo "--- [${SECONDS} s] $*"; }
 
 step "cpack -G DEB"
 cpack --config "$build_dir/CPackConfig.cmake" -G DEB -B "$work/out" >"$work/cpack.log" 2>&1 ||
@@ -64,12 +64,23 @@ while read -r library path; do resolved[$library]=$path; done < <(
                                       $1 ~ /^\// {n = split($1, p, "/"); print p[n], $1}')
 needed=$(objdump -p "$root/usr/bin/boxcar" | awk '$1 == "NEEDED" {print $2}')
 [[ -n $needed ]] || fail "objdump found no NEEDED entry in /usr/bin/boxcar"
+# One dpkg -S for all (it reads its whole database each time). A library may be registered
+# under /lib or /usr/lib (Debian 12 merges them): ask for both, key the answers without /usr.
+declare -A owner=()
+candidates=()
 for library in $needed; do
   path=${resolved[$library]:-}
   [[ -n $path ]] || fail "ldd does not resolve $library"
-  package=$(dpkg -S "$path" 2>/dev/null || dpkg -S "$(realpath "$path")" 2>/dev/null ||
-            dpkg -S "${path#/usr}" 2>/dev/null) || fail "no package owns $path ($library)"
-  package=${package%%:*}
+  candidates+=("${path#/usr}" "/usr${path#/usr}")
+done
+while IFS= read -r line; do
+  file=${line#*: }
+  owner[${file#/usr}]=${line%%:*}
+done < <(dpkg -S "${candidates[@]}" 2>/dev/null || true)
+for library in $needed; do
+  path=${resolved[$library]#/usr}
+  package=${owner[$path]:-}
+  [[ -n $package ]] || fail "no Debian package owns ${resolved[$library]} ($library)"
   [[ -n ${declared[$package]:-} ]] || fail "boxcar needs $library from $package, which Depends does not name"
 done
 echo "NEEDED:" $needed
@@ -89,7 +100,7 @@ run_consumer() {
 
 step "find_package(boxcar) with CMAKE_PREFIX_PATH=root/usr"
 cmake -S "$source_dir/tests/install_consumer" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$root/usr" \
-  -DCMAKE_BUILD_TYPE=Release >"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; fail "configure failed"; }
+  -DCMAKE_BUILD_TYPE= >"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; fail "configure failed"; }
 found=$(sed -n 's/^boxcar_DIR:PATH=//p' "$work/cmake/CMakeCache.txt")
 [[ $found == "$root"/* ]] || fail "find_package found boxcar at '$found', not in the root"
 cmake --build "$work/cmake" >"$work/build.log" 2>&1 || { cat "$work/build.log"; fail "the CMake build failed"; }
@@ -102,7 +113,14 @@ flags=$(pkg-config --cflags --libs boxcar) || fail "pkg-config --cflags --libs b
 echo "pkg-config: $flags"
 [[ $flags == *"-I$root/usr/include"* ]] || fail "the include path is not the root's: $flags"
 # shellcheck disable=SC2086  # the flags are words
-g++ -std=c++20 -O1 -o "$work/consumer-pc" "$source_dir/tests/install_consumer/main.cpp" $flags ||
+g++ -std=c++20 -o "$work/consumer-pc" "$source_dir/tests/install_consumer/main.cpp" $flags ||
   fail "the pkg-config build failed"
 run_consumer "$work/consumer-pc"
+
+# README's way, `cmake --install --prefix DIR`, writes boxcar.pc for that prefix (the .deb's
+# says /usr): it is generated at install time. The CMake config is the same file in both.
+step "cmake --install --prefix writes boxcar.pc for that prefix"
+cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
+other_pc=$(find "$work/prefix" -name boxcar.pc)
+grep -qx "prefix=$work/prefix" "$other_pc" || fail "boxcar.pc after cmake --install --prefix: $(grep ^prefix= "$other_pc")"
 echo "the .deb installs into an empty root and builds with CMake and with pkg-config"
