@@ -83,7 +83,7 @@ for library in $needed; do
   [[ -n $package ]] || fail "no Debian package owns ${resolved[$library]} ($library)"
   [[ -n ${declared[$package]:-} ]] || fail "boxcar needs $library from $package, which Depends does not name"
 done
-echo "NEEDED:" $needed
+echo "NEEDED: ${needed//$'\n'/ }"
 "$root/usr/bin/boxcar" --help >/dev/null || fail "the installed boxcar does not run"
 
 # The consumer runs twice: alone it checks a fingerprint (boxcar::inbox); with arguments it is
