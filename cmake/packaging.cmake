@@ -1,8 +1,8 @@
-# The Debian package (`cpack -G DEB` in the build directory, docs/development.md): what
-# `cmake --install` puts in a prefix (libraries, headers, the CMake package config, the
-# `boxcar` CLI) plus a pkg-config file, the systemd units and an example environment file,
-# installed under /usr. tests/package/ installs the .deb into an empty root and builds
-# tests/install_consumer against it.
+# Installing like software: a pkg-config file (boxcar.pc), the systemd units and an example
+# environment file, installed with the libraries, headers, CMake package config and `boxcar`
+# CLI by `cmake --install`; and the Debian package of all of it (`cpack -G DEB` in the build
+# directory, docs/development.md), installed under /usr. tests/package/ installs the .deb
+# into an empty root and builds tests/install_consumer against it.
 
 # boxcar.pc is written at install time, not at configure time: the prefix it names must be
 # the one installed into (/usr inside the package, whatever `cmake --install --prefix` says
