@@ -28,13 +28,18 @@ depends=$(dpkg-deb -f "$deb" Depends)
 [[ -n $depends ]] || fail "the package declares no Depends"
 declare -A declared=()
 IFS=',|' read -ra alternatives <<<"$depends"
+relation='^ *([a-z0-9.+-]+)( *\(([<>=]+) *([^)]+)\))? *$'
 for alternative in "${alternatives[@]}"; do
-  name=$(awk '{print $1}' <<<"$alternative")
+  [[ $alternative =~ $relation ]] || fail "Depends entry '$alternative' does not parse"
+  name=${BASH_REMATCH[1]} operator=${BASH_REMATCH[3]} version=${BASH_REMATCH[4]}
   declared[$name]=1
-  # Building Boxcar needed every one of them, so each is installed here: a misspelt or
-  # non-Debian-12 name is not.
+  # Building Boxcar needed every one of them, so each is installed here, in a version the
+  # relation accepts: a misspelt or non-Debian-12 name is not, nor a bound that is off.
   dpkg-query -W -f='${Status}\n' "$name" 2>/dev/null | grep -q 'install ok installed' ||
     fail "Depends names '$name', which is not an installed Debian package on this machine"
+  installed=$(dpkg-query -W -f='${Version}' "$name")
+  [[ -z $operator ]] || dpkg --compare-versions "$installed" "$operator" "$version" ||
+    fail "Depends says $name ($operator $version), this machine has $installed"
 done
 echo "${#declared[@]} packages: ${!declared[*]}"
 
