@@ -11,7 +11,8 @@ set -euo pipefail
 build_dir=$(cd "$1" && pwd)
 source_dir=$(cd "$2" && pwd)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# The background build (below) must not outlive a failure.
+trap 'jobs -p | xargs -r kill 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 step() { echo "--- [${SECONDS} s] $*"; }
 
@@ -103,6 +104,19 @@ run_consumer() {
   ! grep -q s3cret <<<"$output" || fail "$binary config check printed the password"
 }
 
+# The two builds run at once (each compiler is single-threaded): pkg-config's in the
+# background while CMake configures and builds.
+step "pkg-config boxcar with PKG_CONFIG_PATH and PKG_CONFIG_SYSROOT_DIR=root"
+in_root_pkg_config() { PKG_CONFIG_PATH=${pc%/boxcar.pc} PKG_CONFIG_SYSROOT_DIR=$root pkg-config "$@"; }
+[[ $(in_root_pkg_config --variable=pcfiledir boxcar) == "$root"/* ]] || fail "pkg-config found boxcar outside the root"
+flags=$(in_root_pkg_config --cflags --libs boxcar) || fail "pkg-config --cflags --libs boxcar failed"
+echo "pkg-config: $flags"
+[[ $flags == *"-I$root/usr/include"* ]] || fail "the include path is not the root's: $flags"
+# shellcheck disable=SC2086  # the flags are words
+g++ -std=c++20 -o "$work/consumer-pc" "$source_dir/tests/install_consumer/main.cpp" $flags \
+  >"$work/pkg-config-build.log" 2>&1 &
+pkg_config_build=$!
+
 step "find_package(boxcar) with CMAKE_PREFIX_PATH=root/usr"
 cmake -S "$source_dir/tests/install_consumer" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$root/usr" \
   -DCMAKE_BUILD_TYPE= >"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; fail "configure failed"; }
@@ -111,15 +125,8 @@ found=$(sed -n 's/^boxcar_DIR:PATH=//p' "$work/cmake/CMakeCache.txt")
 cmake --build "$work/cmake" >"$work/build.log" 2>&1 || { cat "$work/build.log"; fail "the CMake build failed"; }
 run_consumer "$work/cmake/consumer"
 
-step "pkg-config boxcar with PKG_CONFIG_PATH and PKG_CONFIG_SYSROOT_DIR=root"
-export PKG_CONFIG_PATH=${pc%/boxcar.pc} PKG_CONFIG_SYSROOT_DIR=$root
-[[ $(pkg-config --variable=pcfiledir boxcar) == "$root"/* ]] || fail "pkg-config found boxcar outside the root"
-flags=$(pkg-config --cflags --libs boxcar) || fail "pkg-config --cflags --libs boxcar failed"
-echo "pkg-config: $flags"
-[[ $flags == *"-I$root/usr/include"* ]] || fail "the include path is not the root's: $flags"
-# shellcheck disable=SC2086  # the flags are words
-g++ -std=c++20 -o "$work/consumer-pc" "$source_dir/tests/install_consumer/main.cpp" $flags ||
-  fail "the pkg-config build failed"
+step "the pkg-config build"
+wait "$pkg_config_build" || { cat "$work/pkg-config-build.log"; fail "the pkg-config build failed"; }
 run_consumer "$work/consumer-pc"
 
 # README's way, `cmake --install --prefix DIR`, writes boxcar.pc for that prefix (the .deb's
