@@ -172,7 +172,8 @@ nlohmann::json to_json(const StatusReport& report) {
                        {"waiting", k.waiting},
                        {"blocked_seconds", seconds(k.blocked_for)}});
   const auto& o = report.outbox;
-  return {{"schema", report.schema},
+  return {{"format_version", kStatusFormatVersion},
+          {"schema", report.schema},
           {"blocked_keys", blocked},
           {"inbox",
            {{"consumers", consumers},
@@ -321,6 +322,14 @@ nlohmann::json to_json(const std::vector<DeadGroup>& groups) {
                    {"dead_reasons", g.dead_reasons}});
   }
   return out;
+}
+
+nlohmann::json dead_list_document(RecordKind kind, const std::vector<DeadRecord>& records) {
+  return {{"format_version", kDeadListFormatVersion}, {"kind", to_string(kind)}, {"records", to_json(records)}};
+}
+
+nlohmann::json dead_list_document(RecordKind kind, const std::vector<DeadGroup>& groups) {
+  return {{"format_version", kDeadListFormatVersion}, {"kind", to_string(kind)}, {"groups", to_json(groups)}};
 }
 
 nlohmann::json to_json(const ActionResult& result) {

@@ -1,6 +1,8 @@
 // run_cli(): the standard sub-commands of a Boxcar process (docs/runtime.md). Parsing is
-// CLI11's (cli_command_tree.hpp); this file holds the roles, migrate, config check and the
-// mapping of failures to exit codes.
+// CLI11's (cli_command_tree.hpp); this file holds the roles, migrate and config check;
+// failures become exit codes through cli_exit_codes.hpp.
+#include <unistd.h>
+
 #include <iostream>
 #include <memory>
 
@@ -15,13 +17,19 @@
 #include "boxcar/core/shutdown_signals.hpp"
 #include "cli_command_tree.hpp"
 #include "cli_commands.hpp"
+#include "cli_exit_codes.hpp"
+#include "cli_status_command.hpp"
 #include "logging_setup.hpp"
 
 namespace boxcar {
 namespace {
 
-int run_role(Role role, const RuntimeConfig& config, const Runtime::HandlerFactory& handlers,
-             ShutdownSignals& signals) {
+using detail::exit_code_of;
+using detail::exit_status;
+using detail::ExitCode;
+
+ExitCode run_role(Role role, const RuntimeConfig& config, const Runtime::HandlerFactory& handlers,
+                  ShutdownSignals& signals) {
   Runtime runtime(config);
   std::vector<HandlerRegistration> registrations;
   if ((role == Role::Worker || role == Role::All) && handlers) registrations = handlers(runtime);
@@ -30,7 +38,8 @@ int run_role(Role role, const RuntimeConfig& config, const Runtime::HandlerFacto
   const int signal = signals.wait_for_shutdown();
   logger("runtime")->info("signal {} received: draining (a second signal exits at once)", signal);
   runtime.stop();
-  return runtime.abandoned_handlers() == 0 ? 0 : 1;  // a handler thread may still be running
+  // A handler thread may still be running.
+  return runtime.abandoned_handlers() == 0 ? ExitCode::Ok : ExitCode::Failure;
 }
 
 void add_role_commands(detail::CommandTree& tree, const Runtime::HandlerFactory& handlers, ShutdownSignals& signals) {
@@ -79,7 +88,7 @@ void add_schema_commands(detail::CommandTree& tree) {
       std::cout << "roles " << roles->prefix << "{migrator,ingress,worker,publisher,operator} granted on schema '"
                 << config.schema << "'\n";
     }
-    return 0;
+    return ExitCode::Ok;
   });
   CLI::App& migrate_command = *tree.root().get_subcommand("migrate");
   migrate_command.add_flag("--roles", roles->apply,
@@ -94,7 +103,7 @@ void add_schema_commands(detail::CommandTree& tree) {
              std::cout << "this build knows migrations up to " << latest_migration_version()
                        << " and runs against newer schemas whose migrations are marked compatible\n";
              std::cout << "configuration is valid\n";
-             return 0;
+             return ExitCode::Ok;
            });
 }
 
@@ -104,16 +113,16 @@ std::string program_name(int argc, char** argv) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// --help: the chosen command's help on stdout, 0. Anything else: the error, which names
-// the offending argument, on stderr, 2; a missing command also gets the command list.
-int usage(const detail::CommandTree& tree, const CLI::ParseError& error) {
+// --help: the chosen command's help on stdout, Ok. Anything else: the error, which names
+// the offending argument, on stderr, Usage; a missing command also gets the command list.
+ExitCode usage(const detail::CommandTree& tree, const CLI::ParseError& error) {
   const CLI::App& command = tree.chosen();
   const std::string path = tree.chosen_path();
   // App::help(prefix) prints "Usage: <prefix> <name> ...": the prefix is the parent path.
   const auto help = [&] { return command.help(command.get_parent() ? path.substr(0, path.rfind(' ')) : ""); };
   if (error.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
     std::cout << help();
-    return 0;
+    return ExitCode::Ok;
   }
   const bool missing_command = dynamic_cast<const CLI::RequiredError*>(&error) != nullptr &&
                                command.get_require_subcommand_min() > 0 && command.get_subcommands().empty();
@@ -126,7 +135,7 @@ int usage(const detail::CommandTree& tree, const CLI::ParseError& error) {
     std::cerr << help();
   else
     std::cerr << "Run '" << path << " --help' for its options.\n";
-  return 2;
+  return ExitCode::Usage;
 }
 
 }  // namespace
@@ -138,24 +147,22 @@ int run_cli(int argc, char** argv, Runtime::HandlerFactory handlers) {
     detail::CommandTree tree(program_name(argc, argv), "A Boxcar process: run a role, migrate, or operate a schema.");
     add_role_commands(tree, handlers, signals);
     add_schema_commands(tree);
+    detail::add_status_command(tree, std::cout, isatty(STDOUT_FILENO) == 1, signals);
     detail::add_operator_commands(tree, std::cout);
     try {
       tree.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-      return usage(tree, e);
+      return exit_status(usage(tree, e));
     }
     const RuntimeConfig config = load_config(tree.sources());
     detail::configure_logging(config.log_format, config.log_level);
-    return tree.runner()(config);
-  } catch (const ConfigError& e) {
-    std::cerr << program << ": " << e.code() << ": " << redact_secrets(e.what()) << "\n";
-    return 2;
+    return exit_status(tree.runner()(config));
   } catch (const Error& e) {
     std::cerr << program << ": " << e.code() << ": " << redact_secrets(e.what()) << "\n";
-    return 1;
+    return exit_status(exit_code_of(e));
   } catch (const std::exception& e) {
     std::cerr << program << ": " << redact_secrets(e.what()) << "\n";
-    return 1;
+    return exit_status(exit_code_of(e));
   }
 }
 

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "boxcar/runtime/config.hpp"
+#include "cli_exit_codes.hpp"
 
 namespace boxcar::detail {
 
@@ -24,8 +25,9 @@ struct ConfigFlag {
   bool assignment = false;  // the value is NAME=VALUE and NAME completes the key
 };
 
-/// What a command does once the configuration is loaded; returns the exit code.
-using CommandRunner = std::function<int(const RuntimeConfig&)>;
+/// What a command does once the configuration is loaded; returns its exit code (an error
+/// it throws is mapped by exit_code_of()).
+using CommandRunner = std::function<ExitCode(const RuntimeConfig&)>;
 
 class CommandTree {
  public:

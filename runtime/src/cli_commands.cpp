@@ -1,4 +1,4 @@
-// status / dead / purge on the command line: options and output; the work is done by
+// dead / purge on the command line (status: cli_status_command.cpp): options and output; the work is done by
 // operator.hpp. docs/operator.md describes every option.
 #include "cli_commands.hpp"
 
@@ -103,29 +103,18 @@ void add_filter(CLI::App& command, DeadOptions& o) {
 // Each command's options live in a shared struct that its runner reads once CLI11 has
 // filled it in.
 
-void add_status(CommandTree& tree, std::ostream& out) {
-  auto json = std::make_shared<bool>(false);
-  const auto run = [json, &out](const RuntimeConfig& config) {
-    const auto report = status(*operator_pool(config), config.schema, config.consumers);
-    out << (*json ? to_json(report).dump(2) + "\n" : to_table(report));
-    return 0;
-  };
-  CLI::App& command = tree.add(tree.root(), "status", "backlog per consumer and status, outbox state", run);
-  command.add_flag("--json", *json, "machine-readable output");
-}
-
 void add_dead_list(CommandTree& tree, CLI::App& dead, std::ostream& out) {
   auto o = std::make_shared<DeadOptions>();
   const auto run = [o, &out](const RuntimeConfig& config) {
     auto pool = operator_pool(config);
     if (o->group) {
       const auto groups = dead_groups(*pool, config.schema, o->record_kind(), o->filter());
-      out << (o->json ? to_json(groups).dump(2) + "\n" : to_table(groups));
+      out << (o->json ? dead_list_document(o->record_kind(), groups).dump(2) + "\n" : to_table(groups));
     } else {
       const auto records = dead_list(*pool, config.schema, o->record_kind(), o->filter());
-      out << (o->json ? to_json(records).dump(2) + "\n" : to_table(records));
+      out << (o->json ? dead_list_document(o->record_kind(), records).dump(2) + "\n" : to_table(records));
     }
-    return 0;
+    return ExitCode::Ok;
   };
   CLI::App& command = tree.add(dead, "list", "the DEAD records that match, oldest death first", run);
   add_filter(command, *o);
@@ -138,7 +127,7 @@ void add_dead_show(CommandTree& tree, CLI::App& dead, std::ostream& out) {
   const auto run = [o, &out](const RuntimeConfig& config) {
     const auto record = dead_show(*operator_pool(config), config.schema, o->record_kind(), o->id);
     out << (o->json ? to_json(record).dump(2) + "\n" : to_table(record));
-    return 0;
+    return ExitCode::Ok;
   };
   CLI::App& command = tree.add(dead, "show", "one DEAD record with its payload and metadata", run);
   command.add_option("ID", o->id, "the row id")->required()->check(kWholeNumber);
@@ -161,7 +150,7 @@ void add_dead_action(CommandTree& tree, CLI::App& dead, const std::string& actio
           << " record(s)" << (result.limit_reached ? " (limit reached: run again for more)" : "") << "\n";
       for (const auto id : result.ids) out << "  " << id << "\n";
     }
-    return 0;
+    return ExitCode::Ok;
   };
   CLI::App& command = tree.add(dead, action, description, run);
   add_filter(command, *o);
@@ -187,12 +176,12 @@ void add_dead_unblock(CommandTree& tree, CLI::App& dead, std::ostream& out) {
       auto rows = nlohmann::json::array();
       for (const auto& r : released) rows.push_back({{"consumer", r.consumer}, {"receipt_id", r.receipt_id}});
       out << nlohmann::json{{"key", o->key}, {"released", rows}}.dump(2) << "\n";
-      return released.empty() ? 1 : 0;
+      return released.empty() ? ExitCode::Failure : ExitCode::Ok;
     }
     for (const auto& r : released)
       out << "released key '" << o->key << "' of " << r.consumer << " from DEAD receipt " << r.receipt_id
           << " (it stays DEAD: boxcar dead retry --id " << r.receipt_id << " replays it)\n";
-    if (!released.empty()) return 0;
+    if (!released.empty()) return ExitCode::Ok;
     bool held = false;
     for (const auto& k : blocked_keys(*pool, config.schema, 1000)) {
       if (k.key != o->key || (!o->consumer.empty() && k.consumer != o->consumer)) continue;
@@ -201,7 +190,7 @@ void add_dead_unblock(CommandTree& tree, CLI::App& dead, std::ostream& out) {
           << k.head_status << " after " << k.head_attempts << " attempt(s): only a DEAD head can be released\n";
     }
     if (!held) out << "no DEAD receipt blocks key '" << o->key << "'\n";
-    return 1;
+    return ExitCode::Failure;
   };
   CLI::App& command =
       tree.add(dead, "unblock", "release an ordering key from the DEAD receipt that blocks it (docs/ordering.md)", run);
@@ -236,7 +225,7 @@ void add_purge(CommandTree& tree, std::ostream& out) {
                                .dry_run = o->dry_run};
     const auto report = purge(*operator_pool(config), config.schema, options);
     out << (o->json ? to_json(report).dump(2) + "\n" : to_table(report));
-    return 0;
+    return ExitCode::Ok;
   };
   CLI::App& command = tree.add(tree.root(), "purge", "delete finished rows past retention, in bounded batches", run);
   command.add_option("--inbox-days", o->inbox_days, "delete COMPLETED receipts older than this (default 30)")
@@ -255,7 +244,6 @@ void add_purge(CommandTree& tree, std::ostream& out) {
 }  // namespace
 
 void add_operator_commands(CommandTree& tree, std::ostream& out) {
-  add_status(tree, out);
   add_dead(tree, out);
   add_purge(tree, out);
 }

@@ -1,5 +1,6 @@
-// The operator commands of run_cli (status, dead list|show|retry|discard, purge): their
-// options and output, on top of operator.hpp.
+// The operator commands of run_cli (dead list|show|retry|discard|unblock, purge): their
+// options and output, on top of operator.hpp. `status` has a file of its own
+// (cli_status_command.hpp).
 #pragma once
 
 #include <iosfwd>
@@ -8,7 +9,7 @@
 
 namespace boxcar::detail {
 
-/// Adds `status`, `dead ...` and `purge` to `tree`; their results are written to `out`.
+/// Adds `dead ...` and `purge` to `tree`; their results are written to `out`.
 void add_operator_commands(CommandTree& tree, std::ostream& out);
 
 }  // namespace boxcar::detail

@@ -53,6 +53,9 @@ const std::map<std::string, std::vector<std::string>> kStandIns = {
     {"boxcar status --database-url postgresql://ops@db.internal/orders --schema boxcar",
      {"boxcar status --database-url {url} --schema {schema}"}},
     {"boxcar --schema s status", {"boxcar --schema {schema} status"}},
+    // A watch runs until Ctrl-C: --count ends it (tests/host/cli_status_test.cpp signals one).
+    {"boxcar status --watch 5", {"boxcar status --watch 0.1 --count 2"}},
+    {"boxcar status --watch [SECONDS]", {"boxcar status --watch --count 1"}},
     {"boxcar status --schema s", {"boxcar status --schema {schema}"}},
     // Roles are cluster-wide: a prefix of the test's own, dropped with the Deployment.
     {"boxcar migrate --roles", {"boxcar migrate --roles --role-prefix {schema}_"}},

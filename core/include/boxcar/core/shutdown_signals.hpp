@@ -5,6 +5,9 @@
 // blocked signal mask and only wait_for_shutdown() receives them.
 #pragma once
 
+#include <chrono>
+#include <optional>
+
 namespace boxcar {
 
 class ShutdownSignals {
@@ -17,6 +20,10 @@ class ShutdownSignals {
   /// Blocks until SIGTERM or SIGINT arrives and returns its number. From then on a second
   /// signal ends the process immediately with exit status 128 + signal.
   int wait_for_shutdown();
+
+  /// The same, giving up after `limit`: nullopt when no signal arrived by then (a loop
+  /// that works between waits, such as `boxcar status --watch`, polls with it).
+  std::optional<int> wait_for_shutdown(std::chrono::milliseconds limit);
 };
 
 }  // namespace boxcar

@@ -160,4 +160,13 @@ nlohmann::json to_json(const std::vector<DeadRecord>& records);
 nlohmann::json to_json(const std::vector<DeadGroup>& groups);
 nlohmann::json to_json(const ActionResult& result);
 
+/// The version of the documents dead_list_document() renders, which `boxcar dead list
+/// --json` prints as "format_version". Raised when a field is removed, renamed or changes
+/// meaning; adding a field keeps it (docs/operator.md, "JSON formats").
+inline constexpr int kDeadListFormatVersion = 1;
+/// `boxcar dead list --json`: {"format_version", "kind", "records": [to_json(record)...]}.
+nlohmann::json dead_list_document(RecordKind kind, const std::vector<DeadRecord>& records);
+/// `boxcar dead list --group --json`: {"format_version", "kind", "groups": [...]}.
+nlohmann::json dead_list_document(RecordKind kind, const std::vector<DeadGroup>& groups);
+
 }  // namespace boxcar

@@ -70,8 +70,14 @@ StatusReport status(ConnectionPool& pool, const std::string& schema,
 
 /// An aligned, human-readable table (one inbox row per consumer, one outbox row).
 std::string to_table(const StatusReport& report);
-/// {"schema", "inbox": {"consumers": [...], "totals": {...}}, "outbox": {...}}; ages in
-/// seconds (`oldest_due_age_seconds`, `oldest_unpublished_age_seconds`).
+/// The version of the document to_json(StatusReport) renders, which `boxcar status --json`
+/// prints as "format_version". Raised when a field is removed, renamed or changes meaning;
+/// adding a field keeps it (docs/operator.md, "JSON formats").
+inline constexpr int kStatusFormatVersion = 1;
+
+/// {"format_version", "schema", "blocked_keys": [...], "inbox": {"consumers": [...],
+/// "totals": {...}}, "outbox": {...}}; ages in seconds (`oldest_due_age_seconds`,
+/// `oldest_unpublished_age_seconds`). docs/operator.md lists every field.
 nlohmann::json to_json(const StatusReport& report);
 
 }  // namespace boxcar
