@@ -3,6 +3,7 @@
 // be picked up (issue 14, part 3)?
 //
 //   scripts/bench retention [--rate R] [--seconds S] [--rounds N] [--backlog-seconds B]
+//                           [--vacuum-cost-delay MS]
 //
 // Each round runs two phases on the same cluster, in alternation, from the same start:
 //   kept    R msg/s accepted (accept_many of 50, 4 threads, paced) and drained by a Worker
@@ -17,7 +18,8 @@
 //
 // Each second a monitor samples the counts and pg_stat_user_tables (n_dead_tup, sizes);
 // the cluster's autovacuum settings are left as they are (scripts/lib/postgres.sh: the
-// PostgreSQL defaults, naptime 1 min; inbox_receipts has scale factor 0.02).
+// PostgreSQL defaults, naptime 1 min, cost delay 2 ms; inbox_receipts has scale factor
+// 0.02); --vacuum-cost-delay sets the table's autovacuum_vacuum_cost_delay.
 // The last lines are `ratio CASE VALUE TARGET`:
 //   retention_drain      completed msg/s purged / kept                      (target 0.95)
 //   retention_pickup_p99 pickup p99 kept / purged (accept -> handler start), after the first
@@ -65,6 +67,9 @@ struct Settings {
   int seconds = 120;
   int backlog_seconds = 20;
   int rounds = 1;
+  // < 0: the table's autovacuum cost delay as migrated (the cluster default, 2 ms);
+  // otherwise set on inbox_receipts of both schemas (0: unthrottled vacuum).
+  int vacuum_cost_delay_ms = -1;
   std::string url{};
 };
 
@@ -335,6 +340,7 @@ void print_phase(const PhaseResult& r) {
             << fixed(r.dead_slope(), 0) << "/s";
   std::cout << "; past retention at start " << r.backlog_at_start;
   if (r.catch_up_seconds >= 0) std::cout << ", purged after " << fixed(r.catch_up_seconds, 1) << " s";
+  std::cout << std::flush;
   std::cout << "\n    t(s)  accepted  completed   purged  dead_tup  live_tup  table_MB  index_MB  autovacuums\n";
   for (std::size_t i = 0; i < r.samples.size(); i += 10) {
     const auto& x = r.samples[i];
@@ -370,6 +376,8 @@ int main(int argc, char** argv) {
         s.backlog_seconds = std::stoi(value());
       else if (arg == "--rounds")
         s.rounds = std::stoi(value());
+      else if (arg == "--vacuum-cost-delay")
+        s.vacuum_cost_delay_ms = std::stoi(value());
       else
         throw boxcar::bench::UsageError("unknown argument " + arg);
     }
@@ -380,10 +388,15 @@ int main(int argc, char** argv) {
       Admin(s.url).exec(std::string("DROP SCHEMA IF EXISTS ") + schema + " CASCADE");
       boxcar::migrate(s.url, {.schema = schema});
       Admin(s.url).exec(std::string("CREATE TABLE ") + schema + ".app_rows (message_id text NOT NULL)");
+      if (s.vacuum_cost_delay_ms >= 0)
+        Admin(s.url).exec(std::string("ALTER TABLE ") + schema + ".inbox_receipts SET (autovacuum_vacuum_cost_delay = " +
+                          std::to_string(s.vacuum_cost_delay_ms) + ")");
     }
     std::cout << "bench_retention: " << s.rate << " msg/s for " << s.seconds << " s per phase, backlog "
               << s.backlog_seconds << " s, purge every 1 s in batches of " << kPurgeBatch << ", " << s.rounds
-              << " round(s) of kept then purged\n";
+              << " round(s) of kept then purged, autovacuum_vacuum_cost_delay "
+              << (s.vacuum_cost_delay_ms < 0 ? std::string("as migrated") : std::to_string(s.vacuum_cost_delay_ms) + " ms")
+              << "\n";
     std::vector<double> drain, pickup, keeps_up;
     for (int round = 1; round <= s.rounds; ++round) {
       std::cout << "round " << round << "\n";
@@ -409,7 +422,7 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const boxcar::bench::UsageError& e) {
     std::cerr << "bench_retention: " << e.what() << "\nusage: bench_retention --database-url URL [--rate R] "
-              << "[--seconds S] [--backlog-seconds B] [--rounds N]\n";
+              << "[--seconds S] [--backlog-seconds B] [--rounds N] [--vacuum-cost-delay MS]\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "bench_retention: " << e.what() << "\n";
