@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "boxcar/core/migrate.hpp"
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/inbox/worker.hpp"
@@ -128,6 +130,7 @@ int main(int argc, char** argv) {
       else
         rest.push_back(argv[i]);
     }
+    spdlog::set_level(spdlog::level::warn);  // the workers' start/stop lines would bury the rounds
     const auto options = boxcar::bench::parse_options(static_cast<int>(rest.size()), rest.data());
     const std::string& url = options.database_url;
     if (!boxcar::testing::PgBouncer::available()) throw std::runtime_error("no /usr/sbin/pgbouncer: run scripts/setup");
