@@ -40,8 +40,10 @@ RuntimeConfig config_through(const std::string& pool_mode, const PgBouncer& boun
       "BOXCAR_CONSUMERS=orders.v1",
       "BOXCAR_WORKER_CONCURRENCY=4",
       "BOXCAR_WORKER_BATCH_SIZE=20",
-      "BOXCAR_WORKER_POLL_INTERVAL_MS=200",
-      "BOXCAR_PUBLISHER_POLL_INTERVAL_MS=200",
+      // No poll within the test's time: the work must be woken by NOTIFY through the
+      // listeners, which transaction pooling would silently break without session_url.
+      "BOXCAR_WORKER_POLL_INTERVAL_MS=300000",
+      "BOXCAR_PUBLISHER_POLL_INTERVAL_MS=300000",
       "BOXCAR_KAFKA_BOOTSTRAP_SERVERS=" + kafka.bootstrap_servers(),
       "BOXCAR_HTTP_LISTEN=",
   };
