@@ -33,8 +33,8 @@ struct PoolOptions {
   /// libpq connection string or URL (postgresql://user@host:port/db).
   std::string url{};
   /// Where the connections that need a whole session of their own go: the wake-up
-  /// listener (LISTEN), the NOTIFY sender (a session SET) and the migration runner
-  /// (session advisory lock). Empty: `url`. Behind PgBouncer in transaction pooling,
+  /// listeners (LISTEN) here; the migration runner (session advisory lock) through the
+  /// runtime's `boxcar migrate`. Empty: `url`. Behind PgBouncer in transaction pooling,
   /// point it at PostgreSQL directly (docs/operations.md, "PgBouncer").
   std::string session_url{};
   /// Most connections open at once.
@@ -157,7 +157,8 @@ class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {
   /// components that keep a dedicated connection outside the pool (LISTEN, NOTIFY).
   const std::string& connection_string() const noexcept { return connection_string_; }
   /// Like connection_string(), from session_url when it is set: for the dedicated
-  /// connections that need a session of their own (LISTEN, the NOTIFY sender).
+  /// connections that need a session of their own (LISTEN). The NOTIFY sender needs none
+  /// and uses connection_string().
   const std::string& session_connection_string() const noexcept { return session_connection_string_; }
   /// Connections currently open (idle and lent), not counting abandoned loans.
   std::size_t open_connections() const;
