@@ -10,6 +10,8 @@
 //   session_pooling      through pgbouncer pool_mode = session vs direct
 //   transaction_pooling  through pgbouncer pool_mode = transaction (LISTEN direct through
 //                        PoolOptions::session_url, named statements unprepared) vs direct
+//   unprepared_direct    direct with PoolOptions::prepared_statements = false vs direct:
+//                        the share of transaction_pooling's cost that is parsing alone
 // Both sides of a case use the same settings otherwise; the direct side keeps prepared
 // statements. The last lines are `ratio CASE VALUE TARGET` (target 0.50: informational).
 #include <chrono>
@@ -155,6 +157,12 @@ int main(int argc, char** argv) {
           [&] { reset_schema(url); }, [&] { return pipeline(direct, kafka.bootstrap_servers(), messages); },
           [&] { return pipeline(through, kafka.bootstrap_servers(), messages); }, std::cout));
     }
+    boxcar::PoolOptions unprepared = direct;
+    unprepared.prepared_statements = false;
+    results.push_back(boxcar::bench::compare(
+        "unprepared_direct", "msg/s end to end, direct: unnamed statements vs prepared", options.rounds,
+        [&] { reset_schema(url); }, [&] { return pipeline(direct, kafka.bootstrap_servers(), messages); },
+        [&] { return pipeline(unprepared, kafka.bootstrap_servers(), messages); }, std::cout));
     std::cout << "\n";
     boxcar::bench::print_table(std::cout, results);
     std::cout << "\n";
