@@ -56,11 +56,8 @@ void AsyncNotifier::run() {
     sending_ = true;
     lock.unlock();
     try {
-      if (!connection || !connection->is_open()) {
-        connection = detail::open_connection(connection_string_);
-        // Notifications are hints (listeners also poll): never wait for a WAL flush.
-        pqxx::nontransaction(*connection).exec("SET synchronous_commit = off");
-      }
+      // kNotifyMany turns off synchronous commit for its own transaction only.
+      if (!connection || !connection->is_open()) connection = detail::open_connection(connection_string_);
       detail::PgArrayBuilder payloads;
       for (const auto& payload : batch) payloads.add(std::string_view(payload));
       // One autocommit statement for everything that accumulated while the last one ran.

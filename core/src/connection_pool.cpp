@@ -55,14 +55,16 @@ PooledConnection::PooledConnection(std::shared_ptr<ConnectionPool> pool, Slot sl
     : pool_(std::move(pool)),
       connection_(std::move(slot.connection)),
       prepared_(std::move(slot.prepared)),
-      reset_on_return_(reset_on_return) {}
+      reset_on_return_(reset_on_return),
+      prepared_statements_(pool_->options().prepared_statements) {}
 
 PooledConnection::PooledConnection(PooledConnection&& other) noexcept
     : pool_(std::move(other.pool_)),
       connection_(std::move(other.connection_)),
       prepared_(std::move(other.prepared_)),
       discard_(other.discard_),
-      reset_on_return_(other.reset_on_return_) {}
+      reset_on_return_(other.reset_on_return_),
+      prepared_statements_(other.prepared_statements_) {}
 
 PooledConnection& PooledConnection::operator=(PooledConnection&& other) noexcept {
   if (this != &other) {
@@ -72,6 +74,7 @@ PooledConnection& PooledConnection::operator=(PooledConnection&& other) noexcept
     prepared_ = std::move(other.prepared_);
     discard_ = other.discard_;
     reset_on_return_ = other.reset_on_return_;
+    prepared_statements_ = other.prepared_statements_;
   }
   return *this;
 }
@@ -98,7 +101,10 @@ std::shared_ptr<ConnectionPool> ConnectionPool::create(PoolOptions options) {
 
 ConnectionPool::ConnectionPool(PoolOptions options)
     : options_(std::move(options)),
-      connection_string_(with_default_parameters(options_.url, options_.default_parameters)) {}
+      connection_string_(with_default_parameters(options_.url, options_.default_parameters)),
+      session_connection_string_(options_.session_url.empty()
+                                     ? connection_string_
+                                     : with_default_parameters(options_.session_url, options_.default_parameters)) {}
 
 PooledConnection ConnectionPool::acquire(LoanUse use) {
   const bool reset = use == LoanUse::Application && options_.reset_sessions;

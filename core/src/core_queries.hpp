@@ -145,8 +145,14 @@ inline constexpr const char* kDropIndexConcurrently = "DROP INDEX CONCURRENTLY I
 // One NOTIFY per payload of $2 (a text[] literal) on channel $1, in one statement.
 // pg_catalog.unnest: an unqualified unnest(text[]) would resolve to any public.unnest(text[])
 // a role with CREATE on public planted (docs/schema.md, "search_path").
+// Notifications are hints (listeners also poll): the commit waits for no WAL flush. SET
+// LOCAL semantics (set_config(..., true)), not a session SET: behind PgBouncer in
+// transaction pooling a session SET would stay on whichever server connection ran it and
+// turn off synchronous commit for the next client's transactions there.
 inline constexpr const char* kNotifyMany =
-    "SELECT pg_catalog.pg_notify($1, payload) FROM pg_catalog.unnest($2::text[]) AS payload";
+    "SELECT pg_catalog.pg_notify($1, n.payload)\n"
+    "FROM (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) AS s,\n"
+    "     pg_catalog.unnest($2::text[]) AS n(payload)";
 
 // Run on a pooled connection whose loan may have run application code, before it is
 // reused: what DISCARD ALL does, minus DEALLOCATE ALL and DISCARD PLANS, in one round trip

@@ -270,10 +270,21 @@ SchemaCompatibility check_schema_compatibility(const std::string& connection_str
 }
 
 SchemaCompatibility check_schema_compatibility(pqxx::connection& connection, const MigrateOptions& options) {
+  validate_schema_name(options.schema);
+  std::unique_ptr<pqxx::read_transaction> tx;
+  try {
+    tx = std::make_unique<pqxx::read_transaction>(connection);
+  } catch (...) {
+    throw detail::to_database_error(std::current_exception(), "reading the applied migrations", false);
+  }
+  return check_schema_compatibility(*tx, options);
+}
+
+SchemaCompatibility check_schema_compatibility(pqxx::transaction_base& tx, const MigrateOptions& options) {
   const std::string schema = validate_schema_name(options.schema);
   std::map<int, AppliedMigration> applied;
   try {
-    applied = read_applied(connection, schema);
+    applied = read_applied(tx, schema);
   } catch (...) {
     throw detail::to_database_error(std::current_exception(), "reading the applied migrations", false);
   }

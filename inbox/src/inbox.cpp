@@ -47,10 +47,9 @@ struct AutocommitStatements {
   bool& committing;
   template <typename... Args>
   pqxx::result exec_prepared(const std::string& name, const std::string& sql, Args&&... args) {
-    connection.prepare_once(name, sql);
     pqxx::nontransaction statement(*connection);
     committing = true;
-    return statement.exec_prepared(name, std::forward<Args>(args)...);
+    return connection.exec_named(statement, name, sql, std::forward<Args>(args)...);
   }
 };
 
@@ -267,12 +266,11 @@ Receipt Inbox::accept_unmetered(const detail::PreparedRequest& p) {
       throw storage_error(std::current_exception(), "accept", false);
     }
     try {
-      connection.prepare_once(queries_->insert_name, queries_->insert);
       pqxx::nontransaction statement(*connection);
       const std::string park_after = p.park_after ? std::to_string(*p.park_after) : std::string();
-      const auto inserted = statement.exec_prepared(
-          queries_->insert_name, p.scope_kind, p.scope_id, p.source, p.consumer, p.message_id, p.event_type,
-          p.schema_version, p.canonical_payload, p.metadata_json, p.fingerprint,
+      const auto inserted = connection.exec_named(
+          statement, queries_->insert_name, queries_->insert, p.scope_kind, p.scope_id, p.source, p.consumer,
+          p.message_id, p.event_type, p.schema_version, p.canonical_payload, p.metadata_json, p.fingerprint,
           p.ordering_key ? p.ordering_key->c_str() : nullptr, p.park_after ? park_after.c_str() : nullptr);
       if (!inserted.empty()) {
         if (notifier_) notifier_->notify(p.consumer);
@@ -285,10 +283,9 @@ Receipt Inbox::accept_unmetered(const detail::PreparedRequest& p) {
       throw storage_error(std::current_exception(), "accept", true);
     }
     try {
-      connection.prepare_once(queries_->lookup_name, queries_->lookup);
       pqxx::nontransaction statement(*connection);
-      const auto existing =
-          statement.exec_prepared(queries_->lookup_name, p.consumer, p.source, p.scope_kind, p.scope_id, p.message_id);
+      const auto existing = connection.exec_named(statement, queries_->lookup_name, queries_->lookup, p.consumer,
+                                                  p.source, p.scope_kind, p.scope_id, p.message_id);
       if (existing.empty()) {
         // Purged between our insert and lookup: the identity is free again.
         if (round < kMaxRounds) continue;

@@ -461,7 +461,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   // ignored inside the listener), and every poll_interval the lease recovery tick polls
   // them all (docs/worker.md, "Wake-ups").
   void dispatch_loop() {
-    detail::WakeupListener wakeups(pool_->connection_string(), Inbox::notify_channel(options_.schema), log_);
+    detail::WakeupListener wakeups(pool_->session_connection_string(), Inbox::notify_channel(options_.schema), log_);
     auto next_recovery = Clock::now();
     claim_due_.assign(owned_.size(), true);
     while (true) {

@@ -98,7 +98,8 @@ class Publisher::Impl {
   }
 
   void loop() {
-    detail::WakeupListener wakeups(pool_->connection_string(), OutboxEmitter::notify_channel(options_.schema), log_);
+    detail::WakeupListener wakeups(pool_->session_connection_string(), OutboxEmitter::notify_channel(options_.schema),
+                                   log_);
     auto next_recovery = Clock::now();
     while (!stopping_) {
       heartbeat_.beat();

@@ -71,7 +71,10 @@ void add_schema_commands(detail::CommandTree& tree) {
   auto roles = std::make_shared<RolesFlags>();
   tree.add(tree.root(), "migrate", "apply the schema migrations", [roles](const RuntimeConfig& config) {
     if (roles->apply) role_names({.role_prefix = roles->prefix});  // a bad prefix fails before migrating
-    const auto report = migrate(config.pool.url, {.schema = config.schema});
+    // A session of its own (the migration lock is a session advisory lock): not through
+    // a transaction pooler (database.session_url, docs/operations.md "PgBouncer").
+    const std::string& url = config.pool.session_url.empty() ? config.pool.url : config.pool.session_url;
+    const auto report = migrate(url, {.schema = config.schema});
     if (report.lock_waited.count() > 0)
       std::cout << "waited " << report.lock_waited.count() << " ms for another runner's migration lock\n";
     for (const auto& retry : report.lock_retries)
@@ -81,9 +84,9 @@ void add_schema_commands(detail::CommandTree& tree) {
     std::cout << "schema '" << config.schema << "' is at version " << report.version << "\n";
     // A schema a newer release migrated: say whether this build may run against it.
     if (report.version > latest_migration_version())
-      std::cout << check_schema_compatibility(config.pool.url, {.schema = config.schema}).detail << "\n";
+      std::cout << check_schema_compatibility(url, {.schema = config.schema}).detail << "\n";
     if (roles->apply) {
-      const auto granted = apply_roles(config.pool.url, {.schema = config.schema, .role_prefix = roles->prefix});
+      const auto granted = apply_roles(url, {.schema = config.schema, .role_prefix = roles->prefix});
       for (const auto& role : granted.created) std::cout << "created role " << role << "\n";
       std::cout << "roles " << roles->prefix << "{migrator,ingress,worker,publisher,operator} granted on schema '"
                 << config.schema << "'\n";

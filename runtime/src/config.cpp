@@ -131,6 +131,7 @@ RuntimeConfig load_config(const ConfigSources& sources) {
     if (key != "config") apply(config, key, value);
 
   validate(config);
+  apply_pooler_settings(config);
   return config;
 }
 

@@ -301,11 +301,34 @@ void check_url(const std::string& key, const std::string& value) {
   if (value.empty()) throw ConfigError(key, "must not be empty");
 }
 
+// A URL (postgresql://...) or a key=value string; "db:5432" or a bare host name is a typo
+// that would otherwise surface only when the first LISTEN connects.
+void check_optional_url(const std::string& key, const std::string& value) {
+  if (value.empty() || value.starts_with("postgresql://") || value.starts_with("postgres://") ||
+      value.find('=') != std::string::npos)
+    return;
+  throw ConfigError(key, "expects a postgresql:// URL or libpq key=value parameters (or nothing), got another form");
+}
+
 std::vector<ConfigKey> build_table() {
   std::vector<ConfigKey> keys = {
       text(
           "database.url", "libpq URL", [](auto& c) -> auto& { return c.pool.url; },
           "PostgreSQL URL or key=value string (also `--database-url`)", check_url),
+      text(
+          "database.session_url", "libpq URL or empty", [](auto& c) -> auto& { return c.pool.session_url; },
+          "where the connections that need a session go: the wake-up LISTEN and `boxcar migrate` (session advisory "
+          "lock); empty: database.url. Required with database.pooler = transaction, pointing at PostgreSQL directly "
+          "(docs/operations.md, \"PgBouncer\")",
+          check_optional_url),
+      choice("database.pooler", [](auto& c) -> auto& { return c.pooler; },
+             "what database.url reaches: PostgreSQL itself, or PgBouncer with pool_mode = session or transaction "
+             "(docs/operations.md, \"PgBouncer\")",
+             {"none", "session", "transaction"}),
+      choice("database.prepared_statements", [](auto& c) -> auto& { return c.prepared_statements; },
+             "run named statements as server-side prepared statements (true) or unnamed parameterised ones "
+             "(false); auto: false with database.pooler = transaction, else true",
+             {"auto", "true", "false"}),
       text(
           "schema", "identifier", [](auto& c) -> auto& { return c.schema; }, "schema holding Boxcar's tables",
           [](const std::string& k, const std::string& v) { validate_schema_name(v, k); }),
@@ -445,6 +468,10 @@ std::vector<ConfigKey> build_table() {
   keys.front().required = true;
   keys.front().secret = true;
   keys.front().show = [](const RuntimeConfig& c) { return Shown{{"database.url", redact_url(c.pool.url)}}; };
+  keys[1].secret = true;
+  keys[1].show = [](const RuntimeConfig& c) {
+    return Shown{{"database.session_url", c.pool.session_url.empty() ? "" : redact_url(c.pool.session_url)}};
+  };
   return keys;
 }
 

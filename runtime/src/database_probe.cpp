@@ -11,10 +11,16 @@
 namespace boxcar::detail {
 
 namespace {
+// application_name is one of the parameters PgBouncer tracks per client, so a session SET
+// of it is safe even behind transaction pooling.
+constexpr const char* kSessionSetup = "SET application_name = 'boxcar-readiness'";
 // A check must end well within probes.readiness_max_age_ms even when a statement hangs
-// (a lock on schema_migrations held by a migration in progress).
-constexpr const char* kSessionSetup =
-    "SET statement_timeout = 5000; SET lock_timeout = 2000; SET application_name = 'boxcar-readiness'";
+// (a lock on schema_migrations held by a migration in progress). SET LOCAL, in the check's
+// own transaction: behind PgBouncer in transaction pooling a session SET would stay on
+// whichever server connection ran it and cut other clients' statements short.
+constexpr const char* kCheckSetup =
+    "SELECT pg_catalog.set_config('statement_timeout', '5000', true), "
+    "pg_catalog.set_config('lock_timeout', '2000', true)";
 }  // namespace
 
 DatabaseProbe::DatabaseProbe(std::string connection_string, std::string schema)
@@ -32,7 +38,17 @@ DatabaseProbe::Result DatabaseProbe::probe() noexcept {
         throw to_database_error(std::current_exception(), "connecting for the readiness check", false);
       }
     }
-    return {.schema = check_schema_compatibility(*connection_, {.schema = schema_}), .error = {}};
+    SchemaCompatibility schema;
+    try {
+      pqxx::read_transaction tx(*connection_);
+      tx.exec(kCheckSetup);
+      schema = check_schema_compatibility(tx, {.schema = schema_});
+    } catch (const Error&) {
+      throw;
+    } catch (...) {
+      throw to_database_error(std::current_exception(), "checking the applied migrations", false);
+    }
+    return {.schema = std::move(schema), .error = {}};
   } catch (const std::exception& e) {
     connection_.reset();  // the next check opens a new session
     return {.schema = std::nullopt, .error = redact_secrets(e.what())};

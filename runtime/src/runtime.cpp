@@ -95,6 +95,7 @@ void check_pool_for_handlers(const RuntimeConfig& c) {
 
 Runtime::Runtime(RuntimeConfig config) : impl_(std::make_unique<Impl>()) {
   impl_->config = std::move(config);
+  apply_pooler_settings(impl_->config);
   impl_->pool = ConnectionPool::create(impl_->config.pool);
 }
 

@@ -45,6 +45,9 @@ TEST_CASE("every configuration key rejects a malformed value with an error namin
   // One malformed value per kind of key; a new kind must add one here.
   const std::map<std::string, std::string> invalid = {
       {"libpq URL", ""},
+      {"libpq URL or empty", "db.internal:5432"},
+      {"none|session|transaction", "pgbouncer"},
+      {"auto|true|false", "sometimes"},
       {"identifier", "Not-A-Schema"},
       {"libpq NAME=VALUE ...", "keepalives"},
       {"list A,B", "a,,b"},
@@ -85,7 +88,8 @@ TEST_CASE("every key set from the environment under its listed variable reaches 
       {"publisher.backoff_base_ms", "100"}, {"publisher.backoff_cap_ms", "5000"},
       {"pool.acquire_timeout_ms", "1500"},  {"pool.default_parameters", "connect_timeout=3"},
       {"worker.concurrency", "6"},          {"shutdown.grace_ms", "2500"},
-      {"inbox.group_commit", "true"},
+      {"inbox.group_commit", "true"},       {"database.session_url", "postgresql://u@direct/db"},
+      {"database.pooler", "session"},       {"database.prepared_statements", "false"},
   };
   for (const auto& [name, value] : expected) env.push_back(find_config_key(name)->env + "=" + value);
   const RuntimeConfig config = load_config({.environment = env});
@@ -107,6 +111,8 @@ TEST_CASE("every key set from the environment under its listed variable reaches 
   CHECK(config.pool.acquire_timeout == std::chrono::milliseconds(1500));
   CHECK(config.worker.shutdown_grace == std::chrono::milliseconds(2500));
   CHECK(config.inbox_group_commit);  // off by default
+  CHECK(config.pool.session_url == "postgresql://u@direct/db");
+  CHECK_FALSE(config.pool.prepared_statements);
 }
 
 TEST_CASE("each key's default is the default of the component option it sets") {

@@ -32,6 +32,11 @@ class Tx;
 struct PoolOptions {
   /// libpq connection string or URL (postgresql://user@host:port/db).
   std::string url{};
+  /// Where the connections that need a whole session of their own go: the wake-up
+  /// listeners (LISTEN) here; the migration runner (session advisory lock) through the
+  /// runtime's `boxcar migrate`. Empty: `url`. Behind PgBouncer in transaction pooling,
+  /// point it at PostgreSQL directly (docs/operations.md, "PgBouncer").
+  std::string session_url{};
   /// Most connections open at once.
   std::size_t size = 8;
   /// How long acquire() waits for a free connection before DATABASE_POOL_TIMEOUT.
@@ -46,6 +51,12 @@ struct PoolOptions {
   /// temporary tables or advisory locks reach the next borrower; it exists to measure the
   /// reset's cost (bench/worker.cpp), not for production.
   bool reset_sessions = true;
+  /// Run named statements as server-side prepared statements (parsed once per
+  /// connection). false: as unnamed parameterised statements (Parse/Bind/Execute with no
+  /// name, libpqxx exec_params), which survive a pooler that hands each transaction to
+  /// another server connection (PgBouncer 1.18 in transaction pooling), at the cost of a
+  /// parse per execution.
+  bool prepared_statements = true;
 };
 
 /// Who runs statements on a loan, which decides whether its session is reset afterwards.
@@ -84,6 +95,19 @@ class PooledConnection {
   /// hot statements are parsed once per connection. Names must be unique per SQL text.
   void prepare_once(const std::string& name, const std::string& sql);
 
+  /// Runs the named statement `name` (text `sql`, one name per text) in `transaction`,
+  /// which runs on this connection: prepared once per connection (prepare_once), or,
+  /// when the pool's PoolOptions::prepared_statements is false, as an unnamed
+  /// parameterised statement. Every named statement of Boxcar goes through here.
+  /// @throws pqxx exceptions, unchanged.
+  template <typename... Args>
+  pqxx::result exec_named(pqxx::transaction_base& transaction, const std::string& name, const std::string& sql,
+                          Args&&... args) {
+    if (!prepared_statements_) return transaction.exec_params(sql, std::forward<Args>(args)...);
+    prepare_once(name, sql);
+    return transaction.exec_prepared(name, std::forward<Args>(args)...);
+  }
+
   /// Marks the connection unusable: it is closed instead of returned.
   void discard() noexcept { discard_ = true; }
 
@@ -100,6 +124,7 @@ class PooledConnection {
   std::unordered_set<std::string> prepared_;
   bool discard_ = false;
   bool reset_on_return_ = true;
+  bool prepared_statements_ = true;
 };
 
 class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {
@@ -118,7 +143,7 @@ class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {
   /// acquire() and begin a read-committed transaction on it.
   Tx begin(LoanUse use = LoanUse::Application);
 
-  /// Runs the statement prepared (once per connection) as `name` on its own, outside any
+  /// Runs the named statement `name` (PooledConnection::exec_named) on its own, outside any
   /// transaction block: one round trip, committed when it returns. A connection whose
   /// statement failed is closed instead of returned. For Boxcar's own statements only
   /// (LoanUse::BoxcarOnly: no session reset afterwards).
@@ -131,6 +156,10 @@ class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {
   /// The libpq connection string actually used (url plus default_parameters), for
   /// components that keep a dedicated connection outside the pool (LISTEN, NOTIFY).
   const std::string& connection_string() const noexcept { return connection_string_; }
+  /// Like connection_string(), from session_url when it is set: for the dedicated
+  /// connections that need a session of their own (LISTEN). The NOTIFY sender needs none
+  /// and uses connection_string().
+  const std::string& session_connection_string() const noexcept { return session_connection_string_; }
   /// Connections currently open (idle and lent), not counting abandoned loans.
   std::size_t open_connections() const;
 
@@ -150,6 +179,7 @@ class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {
 
   PoolOptions options_;
   std::string connection_string_{};
+  std::string session_connection_string_{};
   mutable std::mutex mutex_;
   std::condition_variable freed_;
   std::vector<PooledConnection::Slot> idle_;
@@ -161,9 +191,8 @@ template <typename... Args>
 pqxx::result ConnectionPool::autocommit(const std::string& name, const std::string& sql, Args&&... args) {
   PooledConnection connection = acquire(LoanUse::BoxcarOnly);
   try {
-    connection.prepare_once(name, sql);
     pqxx::nontransaction statement(*connection);
-    return statement.exec_prepared(name, std::forward<Args>(args)...);
+    return connection.exec_named(statement, name, sql, std::forward<Args>(args)...);
   } catch (...) {
     connection.discard();
     throw;

@@ -113,5 +113,9 @@ SchemaCompatibility check_schema_compatibility(const std::string& connection_str
 /// The same on a connection the caller keeps open (the readiness check's one session).
 /// @throws DatabaseError (the connection may then be broken: reopen it), ConfigError
 SchemaCompatibility check_schema_compatibility(pqxx::connection& connection, const MigrateOptions& options = {});
+/// The same in the caller's open transaction (e.g. one that SET LOCALs its timeouts first);
+/// does not end it.
+/// @throws DatabaseError, ConfigError
+SchemaCompatibility check_schema_compatibility(pqxx::transaction_base& tx, const MigrateOptions& options = {});
 
 }  // namespace boxcar

@@ -43,11 +43,11 @@ class Tx {
     return work().exec_params(sql, std::forward<Args>(args)...);
   }
 
-  /// Like exec(), through a statement prepared once per connection under `name`.
+  /// Like exec(), through a statement prepared once per connection under `name`, or
+  /// unnamed when the pool runs without prepared statements (PooledConnection::exec_named).
   template <typename... Args>
   pqxx::result exec_prepared(const std::string& name, const std::string& sql, Args&&... args) {
-    connection_.prepare_once(name, sql);
-    return work().exec_prepared(name, std::forward<Args>(args)...);
+    return connection_.exec_named(work(), name, sql, std::forward<Args>(args)...);
   }
 
   /// The underlying libpqxx transaction, for the owner's code written against libpqxx.

@@ -34,8 +34,18 @@
 namespace boxcar {
 
 struct RuntimeConfig {
-  /// database.url is pool.url; pool.size defaults to 10 here (≥ worker.concurrency + 1).
+  /// database.url is pool.url, database.session_url pool.session_url; pool.size defaults
+  /// to 10 here (≥ worker.concurrency + 1). pool.prepared_statements follows
+  /// database.prepared_statements (apply_pooler_settings).
   PoolOptions pool{.size = 10};
+  /// database.pooler: what database.url reaches. "none" (PostgreSQL itself), "session"
+  /// (PgBouncer pool_mode = session) or "transaction" (pool_mode = transaction: every
+  /// transaction may run on another server connection; needs database.session_url and no
+  /// server-side prepared statements). docs/operations.md, "PgBouncer".
+  std::string pooler = "none";
+  /// database.prepared_statements: "auto" (true unless pooler = transaction), "true" or
+  /// "false"; resolved into pool.prepared_statements.
+  std::string prepared_statements = "auto";
   /// Schema holding Boxcar's tables; the Runtime hands it to every component (their own
   /// `schema` fields are not configuration keys).
   std::string schema = "boxcar";
@@ -125,6 +135,16 @@ RuntimeConfig load_config(const ConfigSources& sources = {});
 /// @throws ConfigError("config.file") when the text is not JSON or not an object;
 ///   ConfigError naming the key for an unknown key or a malformed value.
 void apply_config_file(RuntimeConfig& config, std::string_view json_text, const std::string& file);
+
+/// Checks database.pooler against the settings it needs and resolves
+/// database.prepared_statements into config.pool.prepared_statements. load_config() and
+/// the Runtime's constructor call it; idempotent.
+/// @throws ConfigError("database.session_url") when pooler = transaction has no
+///   session_url, or one equal to database.url (LISTEN and the migration lock need a
+///   session: point it at PostgreSQL directly); ConfigError("database.prepared_statements")
+///   for "true" with pooler = transaction (PgBouncer 1.18 loses server-side prepared
+///   statements between transactions).
+void apply_pooler_settings(RuntimeConfig& config);
 
 /// Every effective key and value, secrets (passwords in the database URL, kafka.*
 /// passwords, secrets and keys) replaced by "***": what `config check` prints.
