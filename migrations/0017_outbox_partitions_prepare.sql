@@ -153,6 +153,55 @@ BEGIN
 END
 $fn$;
 
+-- The partitions of `parent`, oldest first: name, bound (as ATTACH PARTITION takes it),
+-- the emit time their ids end at, and whether a DETACH ... CONCURRENTLY of it was
+-- interrupted (it then needs DETACH ... FINALIZE). For the janitor and `boxcar purge`.
+CREATE FUNCTION outbox_partitions(parent regclass)
+    RETURNS TABLE (partition_name text, bound text, ends_at timestamptz, detach_pending boolean)
+    LANGUAGE sql
+    STABLE
+AS $fn$
+    SELECT c.relname::text,
+           pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+           CASE WHEN pg_catalog.pg_get_expr(c.relpartbound, c.oid) LIKE '%TO (MAXVALUE)' THEN 'infinity'::timestamptz
+                ELSE outbox_event_id_time(pg_catalog.substring(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+                                                               'TO \(''([0-9a-f-]+)''\)')::uuid) END,
+           i.inhdetachpending
+    FROM pg_catalog.pg_inherits AS i
+    JOIN pg_catalog.pg_class AS c
+      ON c.oid = i.inhrelid
+    WHERE i.inhparent = parent
+    ORDER BY 3, 1
+$fn$;
+
+-- How many events the partition (or detached partition) `part` holds when every one of them
+-- is finished since before `cutoff` (PUBLISHED before it, or DEAD and discarded before
+-- it), else NULL: one descent of a partial index per unfinished status, then a count.
+CREATE FUNCTION outbox_partition_retirable(part regclass, cutoff timestamptz)
+    RETURNS bigint
+    LANGUAGE plpgsql
+    STABLE
+AS $fn$
+DECLARE
+    blocked boolean;
+    events bigint;
+BEGIN
+    EXECUTE pg_catalog.format(
+        'SELECT EXISTS (SELECT 1 FROM %1$s WHERE status IN (''PENDING'', ''RETRYABLE''))'
+        ' OR EXISTS (SELECT 1 FROM %1$s WHERE status = ''PUBLISHING'')'
+        ' OR EXISTS (SELECT 1 FROM %1$s WHERE status = ''WAITING'')'
+        ' OR EXISTS (SELECT 1 FROM %1$s WHERE status = ''DEAD'' AND (discarded_at IS NULL OR discarded_at > $1))'
+        ' OR EXISTS (SELECT 1 FROM %1$s WHERE status = ''PUBLISHED'' AND published_at > $1)', part)
+    INTO blocked
+    USING cutoff;
+    IF blocked THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM %s', part) INTO events;
+    RETURN events;
+END
+$fn$;
+
 -- Today's table holds every event id below the first daily bound: the start of the UTC
 -- day after tomorrow, a day or more away, so emits go on into it until 0019 swaps the
 -- tables in. NOT VALID: existing rows are validated by 0019 without blocking writers.
@@ -170,3 +219,5 @@ $do$;
 SELECT pg_catalog.set_config('search_path',
     'pg_catalog, ' || pg_catalog.quote_ident(pg_catalog.current_schema()) || ', pg_temp', true);
 ALTER FUNCTION outbox_create_partitions(regclass, integer) SET search_path FROM CURRENT;
+ALTER FUNCTION outbox_partitions(regclass) SET search_path FROM CURRENT;
+ALTER FUNCTION outbox_partition_retirable(regclass, timestamptz) SET search_path FROM CURRENT;

@@ -302,11 +302,13 @@ TEST_CASE("a schema migrated by a Boxcar without compatibility markers gets the 
   TestDatabase db;
   db.query("ALTER TABLE {schema}.schema_migrations DROP COLUMN compatible_with");
   CHECK(check_schema_compatibility(db.url(), {.schema = db.schema()}).compatible);
-  db.query("DELETE FROM {schema}.schema_migrations WHERE version = 8");
-  CHECK(migrate(db.url(), {.schema = db.schema()}).applied == std::vector<int>{8});
+  // 0007, an index on inbox_receipts: 0008's outbox_events is partitioned now (0019), where
+  // CREATE INDEX CONCURRENTLY is refused.
+  db.query("DELETE FROM {schema}.schema_migrations WHERE version = 7");
+  CHECK(migrate(db.url(), {.schema = db.schema()}).applied == std::vector<int>{7});
   CHECK(db.scalar("SELECT count(*) FROM {schema}.schema_migrations WHERE compatible_with IS NULL") ==
         latest_migration_version() - 1);
-  CHECK(db.scalar("SELECT compatible_with FROM {schema}.schema_migrations WHERE version = 8") == 4);
+  CHECK(db.scalar("SELECT compatible_with FROM {schema}.schema_migrations WHERE version = 7") == 4);
 }
 
 TEST_CASE("accept keeps working while migrate builds an index concurrently on a table of 1M rows") {
