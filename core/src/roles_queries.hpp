@@ -68,7 +68,7 @@ BEGIN
     FOR part IN
         SELECT i.inhrelid::regclass
         FROM pg_catalog.pg_inherits AS i
-        WHERE i.inhparent = '{schema}.outbox_events'::regclass
+        WHERE i.inhparent = '{schema}.outbox_events'::regclass::oid
     LOOP
         EXECUTE pg_catalog.format('ALTER TABLE %s OWNER TO {migrator}', part);
     END LOOP;

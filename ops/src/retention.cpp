@@ -92,6 +92,8 @@ class Run {
                               .past_retention = row["past_retention"].as<bool>(),
                               .detach_pending = row["detach_pending"].as<bool>()});
     }
+    // At most one partition of a table may be detach-pending: finish that one first.
+    std::stable_partition(partitions.begin(), partitions.end(), [](const Partition& p) { return p.detach_pending; });
     for (const auto& p : partitions) {
       if (!p.past_retention && !p.detach_pending) continue;
       const std::string table = quote_identifier(schema_) + "." + quote_identifier(p.name);

@@ -61,7 +61,7 @@ SELECT r.rolname AS owner,
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_roles AS r
   ON r.oid = c.relowner
-WHERE c.oid = '{schema}.outbox_events'::regclass
+WHERE c.oid = '{schema}.outbox_events'::regclass::oid
 )sql";
 
 // The janitor's election: one session-level advisory lock per schema ($1 = schema name),

@@ -7,6 +7,7 @@
 #include "boxcar/runtime/config.hpp"
 #include "boxcar/runtime/runtime.hpp"
 #include "boxcar/testing/eventually.hpp"
+#include "exposition.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;
@@ -29,8 +30,9 @@ TEST_CASE("configuration refuses an inbox retention shorter than the redelivery 
   CHECK(
       load_config({.environment = env, .flags = {{"retention.inbox_hours", "48"}}}).janitor.retention.inbox_retention ==
       48h);
-  CHECK_NOTHROW(load_config({.environment = {env.front()}}));
-  CHECK(load_config({.environment = {env.front()}}).janitor.enabled == false);
+  const std::vector<std::string> defaults = {env.front()};
+  CHECK_NOTHROW(load_config({.environment = defaults}));
+  CHECK(load_config({.environment = defaults}).janitor.enabled == false);
 }
 
 TEST_CASE("validate_retention names the caller's fields for a retention shorter than the horizon") {
@@ -56,13 +58,15 @@ TEST_CASE("a Runtime with retention.janitor runs the janitor and exports its lea
   config.janitor.interval = 100ms;
   Runtime runtime(config);
   runtime.start(Role::Ingress);
-  CHECK(boxcar::testing::eventually(
-      [&] { return runtime.metrics()->serialize().find("boxcar_janitor_leader 1") != std::string::npos; }, 10s));
+  const auto metric = [&](const std::string& name, const boxcar::testing::Labels& labels = {}) {
+    return boxcar::testing::metric_value(runtime.metrics()->serialize(), name, labels);
+  };
+  CHECK(boxcar::testing::eventually([&] { return metric("boxcar_janitor_leader") == 1.0; }, 10s));
   CHECK(boxcar::testing::eventually(
       [&] {
-        return runtime.metrics()->serialize().find("boxcar_janitor_runs_total{outcome=\"ok\"}") != std::string::npos;
+        return metric("boxcar_janitor_runs_total", {{"outcome", "ok"}}) >= 1.0;
       },
       10s));
   runtime.stop();
-  CHECK(runtime.metrics()->serialize().find("boxcar_janitor_leader 0") != std::string::npos);
+  CHECK(metric("boxcar_janitor_leader") == 0.0);
 }
