@@ -184,7 +184,10 @@ TEST_CASE("only old outbox partitions whose every event is finished are detached
   }
   CHECK(db.scalar("SELECT count(*) FROM {schema}.outbox_events") == events - 4);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status <> 'PUBLISHED'") == 5);
-  CHECK(db.scalar("SELECT count(*) FROM pg_inherits WHERE inhdetachpending") == 0);
+  CHECK(
+      db.scalar(
+          "SELECT count(*) FROM pg_inherits WHERE inhdetachpending AND inhparent = '{schema}.outbox_events'::regclass") ==
+      0);
 
   // Once the blocking event of -9 is discarded, the next run retires that partition too.
   db.execute("UPDATE {schema}.outbox_events SET discarded_at = now() - interval '5 days' WHERE status = 'DEAD'");
@@ -210,18 +213,30 @@ TEST_CASE("an interrupted DETACH PARTITION CONCURRENTLY is finalized and dropped
     } catch (const std::exception&) {
     }
   });
-  REQUIRE(eventually([&] { return db.scalar("SELECT count(*) FROM pg_inherits WHERE inhdetachpending") == 1; }, 10s));
+  REQUIRE(eventually(
+      [&] {
+        return db.scalar(
+                   "SELECT count(*) FROM pg_inherits WHERE inhdetachpending AND inhparent = '{schema}.outbox_events'::regclass") ==
+               1;
+      },
+      10s));
   // ...and the detaching session dies in it.
   db.scalar("SELECT count(*) FROM (SELECT pg_terminate_backend(" + std::to_string(pid) + ")) AS t");
   REQUIRE(detach.wait_for(10s) == std::future_status::ready);
   snapshot.abort();
-  CHECK(db.scalar("SELECT count(*) FROM pg_inherits WHERE inhdetachpending") == 1);
+  CHECK(
+      db.scalar(
+          "SELECT count(*) FROM pg_inherits WHERE inhdetachpending AND inhparent = '{schema}.outbox_events'::regclass") ==
+      1);
 
   pqxx::connection session(db.url());
   const auto report = run_retention(session, db.schema(), {.outbox_retention = 24h * 2});
   CHECK(report.outbox_partitions_retired >= 1);
   CHECK_FALSE(partition_exists(db, -10));
-  CHECK(db.scalar("SELECT count(*) FROM pg_inherits WHERE inhdetachpending") == 0);
+  CHECK(
+      db.scalar(
+          "SELECT count(*) FROM pg_inherits WHERE inhdetachpending AND inhparent = '{schema}.outbox_events'::regclass") ==
+      0);
 }
 
 TEST_CASE("of two janitors one leads, and the other takes over when the leader's session dies") {
