@@ -142,6 +142,27 @@ struct Metrics::Impl {
   Family<Gauge>& snapshot_age = gauge(*registry, "boxcar_backlog_snapshot_age_seconds",
                                       "Age of the fleet's backlog figures (one process computes them per interval) "
                                       "this process exported at its last collection.");
+  // Retention (set by the janitor).
+  Gauge& janitor_leader =
+      gauge(*registry, "boxcar_janitor_leader", "1 while this process holds its schema's janitor lock, else 0.")
+          .Add({});
+  Family<Counter>& janitor_runs =
+      counter(*registry, "boxcar_janitor_runs_total", "Janitor runs of this process by outcome (ok, error).");
+  Counter& janitor_partitions_created =
+      counter(*registry, "boxcar_janitor_partitions_created_total", "Outbox partitions the janitor created ahead.")
+          .Add({});
+  Counter& janitor_partitions_retired =
+      counter(*registry, "boxcar_janitor_partitions_retired_total",
+              "Outbox partitions the janitor detached and dropped (every event finished and past retention).")
+          .Add({});
+  Family<Counter>& janitor_rows_purged =
+      counter(*registry, "boxcar_janitor_rows_purged_total",
+              "Rows the janitor removed: COMPLETED inbox receipts deleted, outbox events in dropped partitions.");
+  Gauge& janitor_blocked_partitions =
+      gauge(*registry, "boxcar_janitor_blocked_partitions",
+            "Outbox partitions past retention that the janitor keeps because an event in them is unfinished "
+            "(PENDING, WAITING, PUBLISHING, RETRYABLE, or DEAD not discarded).")
+          .Add({});
   Family<Counter>& snapshot_computed =
       counter(*registry, "boxcar_backlog_snapshot_computed_total",
               "Backlog collections in which this process computed the fleet's figures itself.");
@@ -246,6 +267,18 @@ void Metrics::backlog_snapshot(std::string_view section, double age_seconds, boo
   impl_->snapshot_age.Add(labels).Set(non_negative(age_seconds));
   auto& computed = impl_->snapshot_computed.Add(labels);  // exported as 0 until it computes
   if (computed_here) computed.Increment();
+}
+
+void Metrics::set_janitor_leader(bool leader) { impl_->janitor_leader.Set(leader ? 1.0 : 0.0); }
+
+void Metrics::janitor_run(bool ok, std::int64_t partitions_created, std::int64_t partitions_retired,
+                          std::int64_t inbox_rows, std::int64_t outbox_rows, std::int64_t blocked_partitions) {
+  impl_->janitor_runs.Add({{"outcome", ok ? "ok" : "error"}}).Increment();
+  impl_->janitor_partitions_created.Increment(static_cast<double>(partitions_created));
+  impl_->janitor_partitions_retired.Increment(static_cast<double>(partitions_retired));
+  impl_->janitor_rows_purged.Add({{"table", "inbox_receipts"}}).Increment(static_cast<double>(inbox_rows));
+  impl_->janitor_rows_purged.Add({{"table", "outbox_events"}}).Increment(static_cast<double>(outbox_rows));
+  if (ok) impl_->janitor_blocked_partitions.Set(static_cast<double>(blocked_partitions));
 }
 
 std::string Metrics::serialize() const {

@@ -53,6 +53,27 @@ inline constexpr const char* kOwnership[] = {
     "ALTER FUNCTION {schema}.outbox_key_order_leave() OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.outbox_key_order_leave_all() OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.outbox_key_order_truncate() OWNER TO {migrator}",
+    // Outbox partitions (0017-0019): the functions, and every partition (ALTER TABLE ...
+    // OWNER on the partitioned table does not reach them), so the janitor, acting as
+    // {migrator}, can detach and drop any of them.
+    "ALTER FUNCTION {schema}.outbox_event_id_floor(timestamptz) OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.outbox_event_id_time(uuid) OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.outbox_create_partitions(regclass, integer) OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.outbox_partitions(regclass) OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.outbox_partition_retirable(regclass, timestamptz) OWNER TO {migrator}",
+    R"(DO $owners$
+DECLARE
+    part regclass;
+BEGIN
+    FOR part IN
+        SELECT i.inhrelid::regclass
+        FROM pg_catalog.pg_inherits AS i
+        WHERE i.inhparent = '{schema}.outbox_events'::regclass::oid
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE %s OWNER TO {migrator}', part);
+    END LOOP;
+END
+$owners$)",
 };
 
 // Exact grants: whatever the runtime roles held on Boxcar's objects goes first (revoking a

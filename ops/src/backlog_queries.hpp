@@ -288,16 +288,24 @@ FROM (SELECT pg_catalog.count(*) AS seen
 // statistics were reset has no pg_stat_user_tables row yet: 0 dead tuples.
 inline constexpr std::string_view kTableHealth = R"SQL(
 SELECT c.relname AS table_name,
-       coalesce(s.n_dead_tup, 0)::float8 AS dead_tuples,
-       pg_catalog.pg_total_relation_size(c.oid)::float8 AS size_bytes
+       coalesce(pg_catalog.sum(s.n_dead_tup), 0)::float8 AS dead_tuples,
+       coalesce(pg_catalog.sum(pg_catalog.pg_total_relation_size(t.relid)), 0)::float8 AS size_bytes
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_namespace AS n
   ON n.oid = c.relnamespace
+-- The table itself, or (outbox_events since 0019) every partition of it.
+CROSS JOIN LATERAL (SELECT p.relid::oid
+                    FROM pg_catalog.pg_partition_tree(c.oid) AS p
+                    WHERE p.isleaf
+                    UNION ALL
+                    SELECT c.oid
+                    WHERE c.relkind = 'r') AS t(relid)
 LEFT JOIN pg_catalog.pg_stat_user_tables AS s
-  ON s.relid = c.oid
+  ON s.relid = t.relid
 WHERE n.nspname = $1
   AND c.relname IN ('inbox_receipts', 'outbox_events')
   AND c.relkind IN ('r', 'p')
+GROUP BY c.relname
 ORDER BY c.relname
 )SQL";
 

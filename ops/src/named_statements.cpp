@@ -4,6 +4,7 @@
 
 #include "backlog_queries.hpp"
 #include "operator_queries.hpp"
+#include "retention_queries.hpp"
 
 namespace boxcar::detail {
 
@@ -38,10 +39,13 @@ std::vector<NamedStatement> ops_statements() {
           {"operator.notify", operator_sql::kNotify},
           {"operator.blocked_keys", operator_sql::kBlockedKeys},
           {"operator.unblock_key", operator_sql::kUnblockKey},
-          {"retention.purge_inbox", operator_sql::kPurgeInbox},
-          {"retention.purge_outbox", operator_sql::kPurgeOutbox},
-          {"retention.purge_inbox_count", operator_sql::kPurgeInboxCount},
-          {"retention.purge_outbox_count", operator_sql::kPurgeOutboxCount}};
+          {"retention.purge_inbox", retention_sql::kPurgeInbox},
+          {"retention.purge_inbox_count", retention_sql::kPurgeInboxCount},
+          {"retention.create_partitions", retention_sql::kCreatePartitions},
+          {"retention.partitions", retention_sql::kPartitions},
+          {"retention.partition_retirable", retention_sql::kPartitionRetirable},
+          {"retention.table_owner", retention_sql::kTableOwner},
+          {"retention.try_leader_lock", retention_sql::kTryLeaderLock}};
 }
 
 }  // namespace boxcar::detail

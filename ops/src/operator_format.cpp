@@ -346,17 +346,21 @@ nlohmann::json to_json(const PurgeReport& report) {
           {"inbox_deleted", report.inbox_deleted},
           {"inbox_batches", report.inbox_batches},
           {"outbox_deleted", report.outbox_deleted},
-          {"outbox_batches", report.outbox_batches}};
+          {"outbox_partitions_created", report.outbox_partitions_created},
+          {"outbox_partitions_retired", report.outbox_partitions_retired},
+          {"outbox_partitions_blocked", report.outbox_partitions_blocked},
+          {"outbox_skipped", report.outbox_skipped}};
 }
 
 std::string to_table(const PurgeReport& report) {
-  const char* verb = report.dry_run ? "would delete" : "deleted";
   std::ostringstream out;
-  out << "inbox:  " << verb << ' ' << report.inbox_deleted << " COMPLETED receipts";
+  out << "inbox:  " << (report.dry_run ? "would delete " : "deleted ") << report.inbox_deleted << " COMPLETED receipts";
   if (!report.dry_run) out << " in " << report.inbox_batches << " batches";
-  out << "\noutbox: " << verb << ' ' << report.outbox_deleted << " PUBLISHED events";
-  if (!report.dry_run) out << " in " << report.outbox_batches << " batches";
-  out << '\n';
+  out << "\noutbox: " << (report.dry_run ? "would retire " : "retired ") << report.outbox_partitions_retired
+      << " partitions (" << report.outbox_deleted << " finished events)";
+  if (!report.dry_run) out << ", created " << report.outbox_partitions_created << " ahead";
+  out << "; " << report.outbox_partitions_blocked << " past retention kept for an unfinished event\n";
+  if (!report.outbox_skipped.empty()) out << "outbox: skipped: " << report.outbox_skipped << '\n';
   return out.str();
 }
 

@@ -2,6 +2,8 @@
 // after that transaction commits.
 #include "boxcar/outbox/outbox_emitter.hpp"
 
+#include "boxcar/core/detail/database_errors.hpp"
+
 #include "boxcar/outbox/reserved_headers.hpp"
 #include "boxcar/core/detail/async_notifier.hpp"
 #include "boxcar/core/sql_identifier.hpp"
@@ -133,10 +135,20 @@ EmittedEvent OutboxEmitter::emit(TxView tx, const OutboxMessage& message, const 
   // emit to its commit. A key that is the event's own id is unique: nothing to wait for.
   const bool ordered = options.ordered && !options.key.empty() && key != emitted.event_id;
   check_record_size(message, options, key, payload, emitted.event_id);
-  const auto row =
-      tx.exec_prepared(insert_name_, insert_sql_, emitted.event_id, message.event_type, message.schema_version,
-                       message.topic, key, to_string(options.scope.kind), options.scope.id, options.causation_id,
-                       options.correlation_id, options.traceparent, headers, payload, ordered);
+  pqxx::result row;
+  try {
+    row = tx.exec_prepared(insert_name_, insert_sql_, emitted.event_id, message.event_type, message.schema_version,
+                           message.topic, key, to_string(options.scope.kind), options.scope.id, options.causation_id,
+                           options.correlation_id, options.traceparent, headers, payload, ordered);
+  } catch (const pqxx::sql_error& e) {
+    // check_violation: every CHECK of outbox_events is validated above, so what is left is
+    // the partition routing (no partition covers the id; or the first partition's bound).
+    if (detail::sqlstate_of(e) != "23514") throw;
+    throw OutboxPartitionMissingError(
+        "no partition of outbox_events covers event id " + emitted.event_id +
+        " (emitted now by this host's clock): outbox partitions are created ahead by the janitor "
+        "(retention.janitor) or `boxcar purge`; this transaction is aborted, roll it back and retry");
+  }
   emitted.id = row[0][0].as<std::int64_t>();
   if (notifier_) {
     detail::AsyncNotifier* notifier = notifier_.get();

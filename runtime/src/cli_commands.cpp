@@ -214,6 +214,7 @@ void add_purge(CommandTree& tree, std::ostream& out) {
     long long inbox_days = PurgeOptions{}.inbox_retention.count() / 24;
     long long outbox_days = PurgeOptions{}.outbox_retention.count() / 24;
     std::size_t batch_size = PurgeOptions{}.batch_size;
+    std::optional<long long> horizon_days;
     bool dry_run = false;
     bool json = false;
   };
@@ -221,8 +222,13 @@ void add_purge(CommandTree& tree, std::ostream& out) {
   const auto run = [o, &out](const RuntimeConfig& config) {
     const PurgeOptions options{.inbox_retention = std::chrono::hours(24 * o->inbox_days),
                                .outbox_retention = std::chrono::hours(24 * o->outbox_days),
+                               .redelivery_horizon = o->horizon_days ? std::chrono::hours(24 * *o->horizon_days)
+                                                                     : config.janitor.retention.redelivery_horizon,
                                .batch_size = o->batch_size,
+                               .partitions_ahead = config.janitor.retention.partitions_ahead,
                                .dry_run = o->dry_run};
+    validate_retention(options, "--inbox-days",
+                       o->horizon_days ? "--redelivery-horizon-days" : "retention.redelivery_horizon_hours");
     const auto report = purge(*operator_pool(config), config.schema, options);
     out << (o->json ? to_json(report).dump(2) + "\n" : to_table(report));
     return ExitCode::Ok;
@@ -231,7 +237,14 @@ void add_purge(CommandTree& tree, std::ostream& out) {
   command.add_option("--inbox-days", o->inbox_days, "delete COMPLETED receipts older than this (default 30)")
       ->type_name("N")
       ->check(kWholeNumber);
-  command.add_option("--outbox-days", o->outbox_days, "delete PUBLISHED events older than this (default 7)")
+  command
+      .add_option("--redelivery-horizon-days", o->horizon_days,
+                  "refuse an --inbox-days shorter than this (default: retention.redelivery_horizon_hours)")
+      ->type_name("N")
+      ->check(kWholeNumber);
+  command
+      .add_option("--outbox-days", o->outbox_days,
+                  "retire outbox partitions whose events are all finished and older than this (default 7)")
       ->type_name("N")
       ->check(kWholeNumber);
   command.add_option("--batch-size", o->batch_size, "rows per DELETE (default 1000)")

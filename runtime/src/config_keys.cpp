@@ -80,6 +80,16 @@ ConfigKey millis(std::string name, Field field, std::string doc, long long min =
 }
 
 template <class Field>
+ConfigKey hours(std::string name, Field field, std::string doc) {
+  ConfigKey key{.name = name, .type = "hours ≥ 0", .doc = std::move(doc), .env = env_name(name)};
+  key.set = [field](RuntimeConfig& c, const std::string& k, const std::string& v) {
+    field(c) = std::chrono::hours(parse_number(k, v, 0));
+  };
+  key.show = [field, name](const RuntimeConfig& c) { return Shown{{name, std::to_string(field(c).count())}}; };
+  return key;
+}
+
+template <class Field>
 ConfigKey boolean(std::string name, Field field, std::string doc) {
   ConfigKey key{.name = name, .type = "true|false", .doc = std::move(doc), .env = env_name(name)};
   key.set = [field](RuntimeConfig& c, const std::string& k, const std::string& v) {
@@ -459,6 +469,31 @@ std::vector<ConfigKey> build_table() {
           "metrics.backlog_exact_cap", [](auto& c) -> auto& { return c.backlog.exact_cap; },
           "inbox backlog counts are exact up to this many receipts per consumer and status group, estimated "
           "above (boxcar_inbox_receipts_estimated)"),
+      boolean(
+          "retention.janitor", [](auto& c) -> auto& { return c.janitor.enabled; },
+          "run the janitor in this process: one per schema leads (advisory lock); it creates outbox partitions "
+          "ahead, retires finished old ones and purges old COMPLETED receipts (docs/operations.md, \"Janitor\"); "
+          "needs the tables' owner role"),
+      millis(
+          "retention.interval_ms", [](auto& c) -> auto& { return c.janitor.interval; },
+          "time between two janitor runs (and two tries for its lock)"),
+      hours(
+          "retention.inbox_hours", [](auto& c) -> auto& { return c.janitor.retention.inbox_retention; },
+          "COMPLETED receipts are kept this long, so a redelivery stays a duplicate; at least "
+          "retention.redelivery_horizon_hours"),
+      hours(
+          "retention.outbox_hours", [](auto& c) -> auto& { return c.janitor.retention.outbox_retention; },
+          "an outbox partition is retired once every event in it is finished and older than this"),
+      hours(
+          "retention.redelivery_horizon_hours", [](auto& c) -> auto& { return c.janitor.retention.redelivery_horizon; },
+          "the longest time after which a source may still redeliver; retention.inbox_hours may not be shorter "
+          "(0: not told)"),
+      number(
+          "retention.batch_size", [](auto& c) -> auto& { return c.janitor.retention.batch_size; },
+          "COMPLETED receipts per DELETE statement"),
+      number(
+          "retention.partitions_ahead", [](auto& c) -> auto& { return c.janitor.retention.partitions_ahead; },
+          "whole UTC days after today that outbox partitions cover after each janitor run"),
       choice("log.format", [](auto& c) -> auto& { return c.log_format; }, "`json`: one JSON object per line",
              {"text", "json"}),
       choice("log.level", [](auto& c) -> auto& { return c.log_level; }, "spdlog level",

@@ -63,6 +63,7 @@ struct Runtime::Impl {
   std::unique_ptr<Worker> worker;
   std::unique_ptr<Publisher> publisher;
   std::unique_ptr<BacklogCollector> collector;
+  std::unique_ptr<Janitor> janitor;
   std::unique_ptr<HttpServer> http;
   bool started = false;
   mutable std::mutex probes_mutex;  // guards only the pointer below
@@ -196,6 +197,13 @@ void Runtime::start(Role role, std::vector<HandlerRegistration> handlers) {
   backlog.schema = c.schema;
   backlog.declared_consumers = c.consumers;
   impl_->collector = std::make_unique<BacklogCollector>(impl_->pool, impl_->metrics, std::move(backlog));
+  if (c.janitor.enabled) {
+    JanitorOptions janitor = c.janitor;
+    janitor.connection_string = impl_->pool->connection_string();
+    janitor.schema = c.schema;
+    janitor.metrics = impl_->metrics;
+    impl_->janitor = std::make_unique<Janitor>(std::move(janitor));
+  }
   auto probes = std::make_shared<RuntimeProbes>();
   probes->readiness = std::make_shared<ReadinessMonitor>(
       c.probes, [database = std::make_shared<detail::DatabaseProbe>(impl_->pool->connection_string(), c.schema),
@@ -216,6 +224,7 @@ void Runtime::start(Role role, std::vector<HandlerRegistration> handlers) {
     impl_->http = std::make_unique<HttpServer>(
         c.http, impl_->metrics, [this] { return readiness(); }, [this] { return liveness(); });
   impl_->collector->start();
+  if (impl_->janitor) impl_->janitor->start();
   if (impl_->worker) impl_->worker->start();
   if (impl_->publisher) impl_->publisher->start();
   impl_->started = true;
@@ -233,6 +242,7 @@ void Runtime::stop() {
   if (impl_->worker) impl_->worker->stop();
   if (impl_->publisher) impl_->publisher->stop();
   if (impl_->collector) impl_->collector->stop();
+  if (impl_->janitor) impl_->janitor->stop();  // its session closes: another host's janitor takes over
   impl_->http.reset();
   std::shared_ptr<const RuntimeProbes> probes;
   {

@@ -254,7 +254,8 @@ TEST_CASE("every backlog query reads its partial index, not the table, on 1,000,
     INSERT INTO {schema}.outbox_events
       (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, payload,
        status, claim_token, lease_expires_at, dead_reason, published_at)
-    SELECT md5('e' || i)::uuid, 'thing.emitted', 1, 'things', 'k' || i, 'tenant', 't1', '{}', s.status,
+    SELECT {schema}.outbox_event_id_floor(now() - interval '1 day' + i * interval '1 ms'), 'thing.emitted', 1,
+           'things', 'k' || i, 'tenant', 't1', '{}', s.status,
            CASE WHEN s.status = 'PUBLISHING' THEN md5(i::text)::uuid END,
            CASE WHEN s.status = 'PUBLISHING' THEN now() + interval '1 minute' END,
            CASE WHEN s.status = 'DEAD' THEN 'ATTEMPTS_EXHAUSTED' END,
@@ -295,7 +296,9 @@ TEST_CASE("every backlog query reads its partial index, not the table, on 1,000,
       plan += std::string(row[0].c_str()) + "\n";
     INFO(query.name << " plan:\n" << plan);
     CHECK_THAT(plan, !Contains("Seq Scan on inbox_receipts"));
-    CHECK_THAT(plan, !Contains("Seq Scan on outbox_events"));
+    // The events are in the outbox's first partition (outbox_events_legacy); the empty
+    // partitions ahead may be "scanned" sequentially, which reads nothing.
+    CHECK_THAT(plan, !Contains("Seq Scan on outbox_events_legacy"));
     if (capped.contains(query.name)) CHECK_THAT(plan, !Contains("Sort"));
     if (expected_index.contains(query.name)) CHECK_THAT(plan, Contains(expected_index.at(query.name)));
   }

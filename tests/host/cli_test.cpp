@@ -148,4 +148,9 @@ TEST_CASE("boxcar purge deletes only finished rows past retention") {
   CHECK(nlohmann::json::parse(purged.output).at("inbox_deleted") == 3);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
   CHECK(boxcar_cli(db, "purge --inbox-days x").exit_code == 2);
+  // A retention shorter than the redelivery horizon would let a redelivery in as new.
+  const Run refused = boxcar_cli(db, "purge --inbox-days 1 --redelivery-horizon-days 3");
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.output.find("--redelivery-horizon-days") != std::string::npos);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 2);
 }

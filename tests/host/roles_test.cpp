@@ -110,7 +110,7 @@ VALUES ('tenant', 't1', 'planted', 'orders.v1', 'planted-1', 'thing.happened', 1
 const std::string kInsertEvent = R"(
 INSERT INTO {schema}.outbox_events
     (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, payload)
-VALUES (gen_random_uuid(), 'order.projected', 1, 'orders.projected', 'k', 'tenant', 't1', 'forged'))";
+VALUES ({schema}.outbox_event_id_floor(now()), 'order.projected', 1, 'orders.projected', 'k', 'tenant', 't1', 'forged'))";
 
 struct Refusal {
   std::string why;

@@ -381,6 +381,12 @@ TEST_CASE("two emitters taking two keys in opposite orders deadlock and the abor
   CHECK(s.count("status = 'PENDING'") == 2);
 }
 
+// A UUIDv7 of now, as every Boxcar emitter makes them (the outbox is partitioned by them
+// since 0019), in SQL an emitter of 0011 could run.
+const std::string kUuidV7Now =
+    "(SELECT (substr(h, 1, 8) || '-' || substr(h, 9, 4) || substr(gen_random_uuid()::text, 14))::uuid FROM (SELECT "
+    "lpad(to_hex(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') AS h) AS ms)";
+
 TEST_CASE("events from before migration 0013 and those of an older emitter after it are not ordered") {
   const std::string url = database_url();
   const std::string schema = "bx_keyorder_" + std::to_string(std::random_device{}() % 1000000);
@@ -399,7 +405,8 @@ TEST_CASE("events from before migration 0013 and those of an older emitter after
   const std::string old_insert =
       "INSERT INTO " + table +
       " (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, payload) "
-      "VALUES (gen_random_uuid(), 'thing.happened', 1, 'things', 'a', 'tenant', 't1', '{}')";
+      "VALUES (" +
+      kUuidV7Now + ", 'thing.happened', 1, 'things', 'a', 'tenant', 't1', '{}')";
   const auto scalar = [&](const std::string& sql) {
     pqxx::connection c(url);
     return pqxx::nontransaction(c).exec1(sql)[0].as<long long>();

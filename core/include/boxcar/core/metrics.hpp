@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -84,6 +85,17 @@ class Metrics {
   /// process exported for `section` (inbox|outbox) at its last collection; and, when this
   /// process computed them itself, boxcar_backlog_snapshot_computed_total{section}.
   void backlog_snapshot(std::string_view section, double age_seconds, bool computed_here);
+
+  // Retention, set by the janitor (ops/janitor.hpp; docs/operations.md, "Janitor").
+  /// boxcar_janitor_leader (gauge): 1 while this process holds the schema's janitor lock.
+  void set_janitor_leader(bool leader);
+  /// After one janitor run: boxcar_janitor_runs_total{outcome} (ok|error),
+  /// boxcar_janitor_partitions_created_total, boxcar_janitor_partitions_retired_total,
+  /// boxcar_janitor_rows_purged_total{table} (inbox_receipts: COMPLETED receipts deleted;
+  /// outbox_events: events in the partitions dropped) and boxcar_janitor_blocked_partitions
+  /// (gauge: outbox partitions past retention kept for an unfinished event).
+  void janitor_run(bool ok, std::int64_t partitions_created, std::int64_t partitions_retired, std::int64_t inbox_rows,
+                   std::int64_t outbox_rows, std::int64_t blocked_partitions);
 
   /// Every metric in the Prometheus text exposition format (what /metrics serves).
   std::string serialize() const;

@@ -1,5 +1,8 @@
-// `boxcar purge`, the janitor: deletes retained COMPLETED receipts and PUBLISHED events
-// past their retention, in bounded batches beside live workers (docs/operator.md).
+// Retention of finished rows, one implementation for `boxcar purge` and the janitor
+// (janitor.hpp): COMPLETED inbox receipts past their retention are deleted in bounded
+// batches; the outbox is partitioned by emit time (docs/schema.md, "Outbox partitions"), so
+// its retention creates daily partitions ahead and retires whole old partitions whose every
+// event is finished (DETACH PARTITION ... CONCURRENTLY, then DROP TABLE), never rows.
 #pragma once
 
 #include <chrono>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
 
 #include "boxcar/core/connection_pool.hpp"
 #include "boxcar/ops/record_kind.hpp"
@@ -20,34 +24,67 @@ namespace boxcar {
 struct PurgeOptions {
   /// COMPLETED receipts whose completed_at is older than this are deleted. While a
   /// receipt is retained a redelivery of its identity is a Duplicate; once purged, the
-  /// same identity is accepted as new and handled again. Keep it longer than the longest
-  /// redelivery window of every source.
+  /// same identity is accepted as new and handled again. Never shorter than
+  /// redelivery_horizon (validate_retention).
   std::chrono::hours inbox_retention{24 * 30};
-  /// PUBLISHED events whose published_at is older than this are deleted.
+  /// An outbox partition is retired once every event in it was emitted, and PUBLISHED (or
+  /// DEAD and discarded), more than this long ago.
   std::chrono::hours outbox_retention{24 * 7};
-  /// Rows per DELETE; each batch is its own short transaction.
+  /// The longest time after which any source may still redeliver a message it sent (a
+  /// broker's retention, a webhook sender's retry window). 0: not told.
+  std::chrono::hours redelivery_horizon{0};
+  /// Rows per inbox DELETE; each batch is its own short transaction.
   std::size_t batch_size = 1000;
-  /// Count what would be deleted without deleting.
+  /// Whole UTC days after today that outbox partitions must cover when the run ends.
+  int partitions_ahead = 7;
+  /// Count what would be deleted or retired without changing anything.
   bool dry_run = false;
 };
 
 struct PurgeReport {
   bool dry_run = false;
-  /// Rows deleted (dry run: rows that are past retention now).
+  /// Receipts deleted (dry run: receipts that are past retention now).
   std::int64_t inbox_deleted = 0;
-  std::int64_t outbox_deleted = 0;
-  /// DELETE statements run (0 for a dry run).
+  /// Inbox DELETE statements run (0 for a dry run).
   std::int64_t inbox_batches = 0;
-  std::int64_t outbox_batches = 0;
+  /// Events in the outbox partitions dropped (dry run: in those that would be).
+  std::int64_t outbox_deleted = 0;
+  /// Outbox partitions created ahead, retired (detached and dropped; dry run: retirable),
+  /// and kept although past retention because an event in them is unfinished.
+  std::int64_t outbox_partitions_created = 0;
+  std::int64_t outbox_partitions_retired = 0;
+  std::int64_t outbox_partitions_blocked = 0;
+  /// Why the outbox steps did not run (the session may not act as the tables' owner);
+  /// empty when they ran.
+  std::string outbox_skipped{};
 };
 
-/// Deletes retained COMPLETED receipts and PUBLISHED events past their retention, oldest
-/// first, in batches of batch_size, each its own autocommit DELETE, until a batch deletes
-/// fewer than batch_size. Rows in any other status (PENDING, PROCESSING, RETRYABLE,
-/// PUBLISHING, DEAD, discarded) are never touched. Rows locked by another session are
-/// skipped (the next run takes them). Safe beside live workers. Logged on "operator".
-/// @throws OperatorError PURGE_INVALID; ConfigError; DatabaseError (batches before the
-///   failing one stay deleted).
+/// Refuses an inbox retention shorter than the redelivery horizon: a redelivery after its
+/// receipt is purged would be accepted as new and handled twice. `inbox_field` and
+/// `horizon_field` are the names the caller's input used (configuration keys, flags).
+/// @throws ConfigError(inbox_field) naming both fields and values; also for a negative
+///   value of either.
+void validate_retention(const PurgeOptions& options, const std::string& inbox_field = "inbox_retention",
+                        const std::string& horizon_field = "redelivery_horizon");
+
+/// One retention run on `session`, a connection of the caller's with no transaction open
+/// (DETACH ... CONCURRENTLY cannot run in one), acting as the owner of the schema's tables
+/// (a member of that role is enough: the run switches to it with SET ROLE and back; any
+/// other role skips steps 1-3 and says so in outbox_skipped):
+///   1. outbox partitions created ahead (partitions_ahead);
+///   2. a DETACH ... CONCURRENTLY that an earlier run left unfinished is FINALIZEd;
+///   3. each partition whose ids are all older than outbox_retention and whose events are
+///      all finished (PUBLISHED, or DEAD and discarded, before the same cutoff) is
+///      detached CONCURRENTLY (emitters and publishers go on), checked again and dropped;
+///      a partition with an unfinished event is kept and counted as blocked;
+///   4. COMPLETED receipts past inbox_retention deleted in batches of batch_size, each its
+///      own autocommit statement, until a batch deletes fewer.
+/// Rows in any other status are never touched. Logged on "retention".
+/// @throws ConfigError (validate_retention); OperatorError PURGE_INVALID; DatabaseError
+///   (steps done before the failure stay done; the next run takes up the rest).
+PurgeReport run_retention(pqxx::connection& session, const std::string& schema, const PurgeOptions& options);
+
+/// run_retention on a connection of `pool` (`boxcar purge`).
 PurgeReport purge(ConnectionPool& pool, const std::string& schema, const PurgeOptions& options = {});
 
 nlohmann::json to_json(const PurgeReport& report);

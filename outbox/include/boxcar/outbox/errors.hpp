@@ -26,4 +26,15 @@ class OutboxValidationError final : public PermanentError {
   std::string field_;
 };
 
+/// No outbox partition covers the event's id (docs/schema.md, "Outbox partitions"): the
+/// partitions ahead ran out (no janitor runs, nor `boxcar purge`) or this host's clock is
+/// far off. Code OUTBOX_PARTITION_MISSING. The insert failed, so the caller's transaction
+/// is aborted: it rolls back whole and nothing is written or lost. Not permanent: a
+/// handler that lets it escape is retried, and succeeds once the janitor has created the
+/// partition.
+class OutboxPartitionMissingError final : public Error {
+ public:
+  explicit OutboxPartitionMissingError(const std::string& message) : Error("OUTBOX_PARTITION_MISSING", message) {}
+};
+
 }  // namespace boxcar

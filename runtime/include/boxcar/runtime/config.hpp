@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "boxcar/ops/backlog_collector.hpp"
+#include "boxcar/ops/janitor.hpp"
 #include "boxcar/runtime/http_server.hpp"
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/runtime/probes.hpp"
@@ -72,6 +73,9 @@ struct RuntimeConfig {
   ProbeOptions probes{};
   /// metrics.backlog_interval_ms; schema and declared consumers are filled in by the Runtime.
   BacklogOptions backlog{};
+  /// retention.*: the janitor (enabled, interval) and what it keeps; connection string,
+  /// schema and metrics are filled in by the Runtime.
+  JanitorOptions janitor{};
   /// "text" or "json".
   std::string log_format = "text";
   /// trace, debug, info, warn, error, critical, off.

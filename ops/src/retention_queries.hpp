@@ -1,0 +1,73 @@
+// The SQL of retention (retention.cpp, janitor.cpp): `boxcar purge` and the janitor.
+// `{schema}` is the quoted schema; values are $n. Built-ins are called as pg_catalog.<name>.
+// DDL (DETACH, ATTACH, DROP of one partition) is built in retention.cpp from quoted
+// identifiers: it takes no parameters.
+#pragma once
+
+namespace boxcar::detail::retention_sql {
+
+// Inbox: one bounded batch per statement, oldest first through inbox_receipts_completed.
+// SKIP LOCKED: a row someone holds is left for the next run rather than waited for.
+// $1 retention in seconds, $2 batch size.
+inline constexpr const char* kPurgeInbox = R"sql(
+DELETE FROM {schema}.inbox_receipts
+WHERE id IN (
+    SELECT id
+    FROM {schema}.inbox_receipts
+    WHERE status = 'COMPLETED'
+      AND completed_at < pg_catalog.now() - pg_catalog.make_interval(secs => $1::double precision)
+    ORDER BY completed_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+)sql";
+
+// Dry run: how many receipts are past retention now ($1 seconds).
+inline constexpr const char* kPurgeInboxCount = R"sql(
+SELECT pg_catalog.count(*) AS past_retention
+FROM {schema}.inbox_receipts
+WHERE status = 'COMPLETED'
+  AND completed_at < pg_catalog.now() - pg_catalog.make_interval(secs => $1::double precision)
+)sql";
+
+// Outbox: daily partitions until $1 whole days after today are covered (0017's function;
+// plain tables then ATTACH, SHARE UPDATE EXCLUSIVE on the parent). Needs the owner.
+inline constexpr const char* kCreatePartitions = R"sql(
+SELECT {schema}.outbox_create_partitions('{schema}.outbox_events'::regclass, $1::integer) AS created
+)sql";
+
+// Every partition, oldest first; past_retention: every id in it is older than $1 seconds.
+inline constexpr const char* kPartitions = R"sql(
+SELECT p.partition_name,
+       p.bound,
+       p.ends_at <= pg_catalog.now() - pg_catalog.make_interval(secs => $1::double precision) AS past_retention,
+       p.detach_pending
+FROM {schema}.outbox_partitions('{schema}.outbox_events'::regclass) AS p
+)sql";
+
+// How many events partition $1 (a qualified, quoted name; attached or detached) holds when
+// each is finished since more than $2 seconds, else NULL (0017's function).
+inline constexpr const char* kPartitionRetirable = R"sql(
+SELECT {schema}.outbox_partition_retirable($1::regclass,
+           pg_catalog.now() - pg_catalog.make_interval(secs => $2::double precision)) AS events
+)sql";
+
+// Who owns outbox_events, and whether this session may act as that role: the janitor
+// creates and drops partitions as the owner, so they belong to it like the table does.
+inline constexpr const char* kTableOwner = R"sql(
+SELECT r.rolname AS owner,
+       pg_catalog.pg_has_role(CURRENT_USER, r.oid, 'MEMBER') AS member,
+       r.rolname = CURRENT_USER AS is_current
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_roles AS r
+  ON r.oid = c.relowner
+WHERE c.oid = '{schema}.outbox_events'::regclass::oid
+)sql";
+
+// The janitor's election: one session-level advisory lock per schema ($1 = schema name),
+// held for the session's life; the session's end (a crash, a lost connection) frees it.
+inline constexpr const char* kTryLeaderLock = R"sql(
+SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended('boxcar.janitor.' || $1::text, 0::bigint)) AS leader
+)sql";
+
+}  // namespace boxcar::detail::retention_sql
