@@ -19,7 +19,8 @@
 // Each second a monitor samples the counts and pg_stat_user_tables (n_dead_tup, sizes);
 // the cluster's autovacuum settings are left as they are (scripts/lib/postgres.sh: the
 // PostgreSQL defaults, naptime 1 min, cost delay 2 ms; inbox_receipts has scale factor
-// 0.02); --vacuum-cost-delay sets the table's autovacuum_vacuum_cost_delay.
+// 0.02 and, since migration 0020, cost delay 0); --vacuum-cost-delay sets the table's
+// autovacuum_vacuum_cost_delay (2 measures the table as it was before 0020).
 // The last lines are `ratio CASE VALUE TARGET`:
 //   retention_drain      completed msg/s purged / kept                      (target 0.95)
 //   retention_pickup_p99 pickup p99 kept / purged (accept -> handler start), after the first
@@ -68,7 +69,7 @@ struct Settings {
   int seconds = 120;
   int backlog_seconds = 20;
   int rounds = 1;
-  // < 0: the table's autovacuum cost delay as migrated (the cluster default, 2 ms);
+  // < 0: the table's autovacuum cost delay as migrated (0 since migration 0020);
   // otherwise set on inbox_receipts of both schemas (0: unthrottled vacuum).
   int vacuum_cost_delay_ms = -1;
   std::string url{};
@@ -108,9 +109,8 @@ void prefill(const Settings& s, const char* schema) {
              "jsonb_build_object('orderId', 'o-' || g, 'note', repeat('x', 300)), '{}'::jsonb, md5(g::text) || "
              "md5((g + 1)::text), 'COMPLETED', 1, 1, t.at, t.at, t.at, t.at "
              "FROM generate_series(0, " +
-             std::to_string(total - 1) +
-             ") AS g CROSS JOIN LATERAL (SELECT now() - interval '1 hour' + ((g - " + std::to_string(backlog) +
-             ") * interval '1 second' / " + std::to_string(s.rate) + ") AS at) AS t");
+             std::to_string(total - 1) + ") AS g CROSS JOIN LATERAL (SELECT now() - interval '1 hour' + ((g - " +
+             std::to_string(backlog) + ") * interval '1 second' / " + std::to_string(s.rate) + ") AS at) AS t");
   admin.exec("VACUUM ANALYZE " + q + ".inbox_receipts");
   admin.checkpoint();
 }
@@ -258,8 +258,8 @@ PhaseResult run_phase(const Settings& s, const char* schema, bool purge) {
     threads.emplace_back(guarded([&, p] {
       std::vector<boxcar::AcceptRequest> batch;
       for (long long j = 0; !stop; ++j) {
-        const auto due = start + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(static_cast<double>(j * kAcceptBatch) / per_producer));
+        const auto due = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                                     static_cast<double>(j * kAcceptBatch) / per_producer));
         if (due >= end) break;
         std::this_thread::sleep_until(due);
         batch.clear();
@@ -294,10 +294,10 @@ PhaseResult run_phase(const Settings& s, const char* schema, bool purge) {
     threads.emplace_back(guarded([&] {
       while (!stop && Clock::now() < end) {
         const auto round = Clock::now();
-        const auto report =
-            boxcar::purge(*pool, schema,
-                          {.inbox_retention = kRetention, .outbox_retention = std::chrono::hours(24 * 365),
-                           .batch_size = kPurgeBatch});
+        const auto report = boxcar::purge(*pool, schema,
+                                          {.inbox_retention = kRetention,
+                                           .outbox_retention = std::chrono::hours(24 * 365),
+                                           .batch_size = kPurgeBatch});
         purged += report.inbox_deleted;
         if (caught_up < 0 && purged >= backlog) caught_up = since(start);
         std::this_thread::sleep_until(round + kPurgeInterval);
@@ -338,8 +338,8 @@ void print_phase(const PhaseResult& r) {
             << "    pickup ms p50 " << fixed(r.percentile(0.50), 1) << " p99 " << fixed(r.percentile(0.99), 1)
             << " max " << fixed(r.percentile(1.0), 1) << "; after the first " << fixed(warmup(r.seconds), 0)
             << " s: p50 " << fixed(r.percentile(0.50, warmup(r.seconds)), 1) << " p99 "
-            << fixed(r.percentile(0.99, warmup(r.seconds)), 1) << "\n    dead tuples max " << r.max_dead() << ", second-half slope "
-            << fixed(r.dead_slope(), 0) << "/s";
+            << fixed(r.percentile(0.99, warmup(r.seconds)), 1) << "\n    dead tuples max " << r.max_dead()
+            << ", second-half slope " << fixed(r.dead_slope(), 0) << "/s";
   std::cout << "; past retention at start " << r.backlog_at_start;
   if (r.catch_up_seconds >= 0) std::cout << ", purged after " << fixed(r.catch_up_seconds, 1) << " s";
   std::cout << std::flush;
@@ -391,13 +391,15 @@ int main(int argc, char** argv) {
       boxcar::migrate(s.url, {.schema = schema});
       Admin(s.url).exec(std::string("CREATE TABLE ") + schema + ".app_rows (message_id text NOT NULL)");
       if (s.vacuum_cost_delay_ms >= 0)
-        Admin(s.url).exec(std::string("ALTER TABLE ") + schema + ".inbox_receipts SET (autovacuum_vacuum_cost_delay = " +
-                          std::to_string(s.vacuum_cost_delay_ms) + ")");
+        Admin(s.url).exec(
+            std::string("ALTER TABLE ") + schema +
+            ".inbox_receipts SET (autovacuum_vacuum_cost_delay = " + std::to_string(s.vacuum_cost_delay_ms) + ")");
     }
     std::cout << "bench_retention: " << s.rate << " msg/s for " << s.seconds << " s per phase, backlog "
               << s.backlog_seconds << " s, purge every 1 s in batches of " << kPurgeBatch << ", " << s.rounds
               << " round(s) of kept then purged, autovacuum_vacuum_cost_delay "
-              << (s.vacuum_cost_delay_ms < 0 ? std::string("as migrated") : std::to_string(s.vacuum_cost_delay_ms) + " ms")
+              << (s.vacuum_cost_delay_ms < 0 ? std::string("as migrated")
+                                             : std::to_string(s.vacuum_cost_delay_ms) + " ms")
               << "\n";
     std::vector<double> drain, pickup, keeps_up;
     for (int round = 1; round <= s.rounds; ++round) {
