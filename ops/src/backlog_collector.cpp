@@ -6,11 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <set>
-#include <thread>
 
 #include <unistd.h>
 
@@ -19,6 +17,7 @@
 
 #include "backlog_queries.hpp"
 #include "boxcar/core/detail/database_errors.hpp"
+#include "boxcar/core/detail/periodic_thread.hpp"
 #include "boxcar/core/error.hpp"
 #include "boxcar/core/logging.hpp"
 #include "boxcar/core/sql_identifier.hpp"
@@ -132,10 +131,7 @@ struct BacklogCollector::State {
   std::set<std::string> declared;         // options.declared_consumers
   std::size_t undeclared_reported = 0;    // undeclared consumers in known_consumers
 
-  std::mutex mutex;  // guards stopping and thread
-  std::condition_variable wake;
-  bool stopping = false;
-  std::thread thread;
+  detail::PeriodicThread thread;
 };
 
 std::vector<BacklogCollector::NamedQuery> BacklogCollector::queries(std::string_view schema) {
@@ -179,35 +175,16 @@ BacklogCollector::BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::sh
 BacklogCollector::~BacklogCollector() { stop(); }
 
 void BacklogCollector::start() {
-  std::lock_guard lock(state_->mutex);
-  if (state_->thread.joinable()) return;
-  state_->stopping = false;
-  state_->thread = std::thread([this] {
-    auto log = logger("runtime");
-    std::unique_lock lock(state_->mutex);
-    while (!state_->stopping) {
-      lock.unlock();
-      try {
-        collect_once();
-      } catch (const std::exception& e) {
-        log->warn("backlog collection failed (gauges keep their last values): {}", e.what());
-      }
-      lock.lock();
-      state_->wake.wait_for(lock, options_.interval, [this] { return state_->stopping; });
+  state_->thread.start(options_.interval, [this] {
+    try {
+      collect_once();
+    } catch (const std::exception& e) {
+      logger("runtime")->warn("backlog collection failed (gauges keep their last values): {}", e.what());
     }
   });
 }
 
-void BacklogCollector::stop() {
-  std::thread thread;
-  {
-    std::lock_guard lock(state_->mutex);
-    state_->stopping = true;
-    thread = std::move(state_->thread);
-  }
-  state_->wake.notify_all();
-  if (thread.joinable()) thread.join();
-}
+void BacklogCollector::stop() { state_->thread.stop(); }
 
 namespace {
 

@@ -2,13 +2,12 @@
 #include "boxcar/ops/janitor.hpp"
 
 #include <atomic>
-#include <condition_variable>
 #include <mutex>
-#include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "boxcar/core/detail/open_connection.hpp"
+#include "boxcar/core/detail/periodic_thread.hpp"
 #include "boxcar/core/logging.hpp"
 #include "boxcar/core/redaction.hpp"
 #include "boxcar/core/sql_identifier.hpp"
@@ -22,10 +21,7 @@ struct Janitor::State {
   std::atomic<bool> leader{false};
   std::atomic<int> backend_pid{0};
 
-  std::mutex mutex;  // guards stopping and thread
-  std::condition_variable wake;
-  bool stopping = false;
-  std::thread thread;
+  detail::PeriodicThread thread;
 };
 
 Janitor::Janitor(JanitorOptions options) : options_(std::move(options)), state_(std::make_unique<State>()) {
@@ -37,29 +33,11 @@ Janitor::Janitor(JanitorOptions options) : options_(std::move(options)), state_(
 Janitor::~Janitor() { stop(); }
 
 void Janitor::start() {
-  std::lock_guard lock(state_->mutex);
-  if (state_->thread.joinable()) return;
-  state_->stopping = false;
-  state_->thread = std::thread([this] {
-    std::unique_lock lock(state_->mutex);
-    while (!state_->stopping) {
-      lock.unlock();
-      run_once();
-      lock.lock();
-      state_->wake.wait_for(lock, options_.interval, [this] { return state_->stopping; });
-    }
-  });
+  state_->thread.start(options_.interval, [this] { run_once(); });
 }
 
 void Janitor::stop() {
-  std::thread thread;
-  {
-    std::lock_guard lock(state_->mutex);
-    state_->stopping = true;
-    thread = std::move(state_->thread);
-  }
-  state_->wake.notify_all();
-  if (thread.joinable()) thread.join();
+  state_->thread.stop();
   std::lock_guard run(state_->run_mutex);
   state_->session.reset();  // closing the session frees the lock
   state_->leader = false;
