@@ -185,7 +185,17 @@ void print_ratio_line(std::ostream& out, const CaseResult& result, double target
   out << "ratio " << result.name << " " << fixed(result.ratio(), 2) << " " << fixed(target, 2) << std::endl;
 }
 
-Admin::Admin(const std::string& url) : connection_(std::make_unique<pqxx::connection>(url)) {}
+Admin::Admin(const std::string& url) : connection_(std::make_unique<pqxx::connection>(url)) {
+#ifndef __OPTIMIZE__
+  // Outside scripts/bench's Release tree the benchmarks are built at -O0 (bench/CMakeLists.txt):
+  // their baselines run unoptimised there, so their ratios mean nothing.
+  static const bool warned = [] {
+    std::cerr << "bench: built without optimisation; measure with scripts/bench (build-bench/, Release)\n";
+    return true;
+  }();
+  (void)warned;
+#endif
+}
 
 void Admin::exec(const std::string& sql) { pqxx::nontransaction(*connection_).exec(sql); }
 
