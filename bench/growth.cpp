@@ -66,6 +66,8 @@ using boxcar::bench::CaseResult;
 using boxcar::bench::Measurement;
 using boxcar::bench::Step;
 using Clock = std::chrono::steady_clock;
+using boxcar::bench::fixed;
+using boxcar::bench::since;
 
 constexpr const char* kEmpty = "bench_growth_empty";
 constexpr const char* kLoaded = "bench_growth_loaded";
@@ -84,14 +86,6 @@ constexpr double kTarget = 0.90;
 // The largest size whose run fits in 15 minutes on the 2-core machine of docs/benchmarks.md
 // (loading dominates: see the load rates there).
 constexpr long long kDefaultRows = 2'000'000;
-
-double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-std::string fixed(double value, int decimals) {
-  std::ostringstream out;
-  out << std::fixed << std::setprecision(decimals) << value;
-  return out.str();
-}
 
 std::string table(const char* schema, const char* name) { return std::string(schema) + "." + name; }
 

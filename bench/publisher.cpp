@@ -38,13 +38,12 @@ using namespace std::chrono_literals;
 using boxcar::bench::Admin;
 using boxcar::bench::Measurement;
 using Clock = std::chrono::steady_clock;
+using boxcar::bench::since;
 
 constexpr const char* kSchema = "bench_publisher";
 constexpr const char* kTopic = "bench";
 constexpr double kTarget = 0.70;
 constexpr std::size_t kDefaultBatch = 1000;
-
-double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // `count` outbox rows over `keys` keys, as an emitter would have written them, not yet
 // due, so a warm-up can run first (untimed). Unordered (EmitOptions::ordered = false) by

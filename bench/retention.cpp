@@ -52,6 +52,8 @@ namespace {
 using namespace std::chrono_literals;
 using boxcar::bench::Admin;
 using Clock = std::chrono::steady_clock;
+using boxcar::bench::fixed;
+using boxcar::bench::since;
 
 constexpr const char* kKept = "bench_retention_kept";
 constexpr const char* kPurged = "bench_retention_purged";
@@ -74,14 +76,6 @@ struct Settings {
   int vacuum_cost_delay_ms = -1;
   std::string url{};
 };
-
-double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-std::string fixed(double value, int decimals) {
-  std::ostringstream out;
-  out << std::fixed << std::setprecision(decimals) << value;
-  return out.str();
-}
 
 std::int64_t micros_now() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())

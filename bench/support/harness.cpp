@@ -27,12 +27,6 @@ double parse_number(const std::string& flag, const std::string& text) {
   throw UsageError(flag + " needs a positive number, got '" + text + "'");
 }
 
-std::string fixed(double value, int decimals) {
-  std::ostringstream out;
-  out << std::fixed << std::setprecision(decimals) << value;
-  return out.str();
-}
-
 }  // namespace
 
 std::string usage(const std::string& program) {
@@ -207,6 +201,16 @@ void Admin::checkpoint() {
     can_checkpoint_ = false;
     std::cerr << "note: CHECKPOINT not permitted, measurements start without one: " << e.what();
   }
+}
+
+double since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string fixed(double value, int decimals) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(decimals) << value;
+  return out.str();
 }
 
 }  // namespace boxcar::bench

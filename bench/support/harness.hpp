@@ -7,6 +7,7 @@
 // ratio means something. Timings never fail a run; errors do.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -55,6 +56,12 @@ using Step = std::function<std::uint64_t()>;
 Measurement run_timed(int threads, double seconds, const std::function<Step(int)>& make_step);
 
 double median(std::vector<double> values);
+
+/// Seconds from `start` to now (steady clock).
+double since(std::chrono::steady_clock::time_point start);
+
+/// `value` with `decimals` digits after the point, for tables.
+std::string fixed(double value, int decimals);
 
 /// The outcome of one case: per-round rates of each side.
 struct CaseResult {
