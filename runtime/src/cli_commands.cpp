@@ -20,6 +20,15 @@ std::shared_ptr<ConnectionPool> operator_pool(const RuntimeConfig& config) {
   return ConnectionPool::create(std::move(options));
 }
 
+// For commands whose work lives in a session (purge: SET ROLE, DETACH ... CONCURRENTLY):
+// on database.session_url, never through a transaction pooler.
+std::shared_ptr<ConnectionPool> session_operator_pool(const RuntimeConfig& config) {
+  PoolOptions options = config.pool;
+  if (!options.session_url.empty()) options.url = options.session_url;
+  options.size = 1;
+  return ConnectionPool::create(std::move(options));
+}
+
 // 90s, 15m, 2h, 7d (a bare number is seconds); nullopt when malformed.
 std::optional<std::chrono::seconds> parse_duration(const std::string& value) {
   if (value.empty()) return std::nullopt;
@@ -229,7 +238,7 @@ void add_purge(CommandTree& tree, std::ostream& out) {
                                .dry_run = o->dry_run};
     validate_retention(options, "--inbox-days",
                        o->horizon_days ? "--redelivery-horizon-days" : "retention.redelivery_horizon_hours");
-    const auto report = purge(*operator_pool(config), config.schema, options);
+    const auto report = purge(*session_operator_pool(config), config.schema, options);
     out << (o->json ? to_json(report).dump(2) + "\n" : to_table(report));
     return ExitCode::Ok;
   };

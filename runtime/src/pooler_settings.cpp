@@ -13,11 +13,12 @@ void apply_pooler_settings(RuntimeConfig& config) {
     // whichever session ran it (then by no one), and the migration runner's session
     // advisory lock would be held by a session it no longer talks to.
     if (config.pool.session_url.empty())
-      throw ConfigError("database.session_url",
-                        "is required with database.pooler = transaction: the wake-up listener (LISTEN) and the "
-                        "migration lock need a session of their own; set it to a URL that reaches PostgreSQL "
-                        "directly, not through PgBouncer (BOXCAR_DATABASE_SESSION_URL), or use pool_mode = session "
-                        "and database.pooler = session");
+      throw ConfigError(
+          "database.session_url",
+          "is required with database.pooler = transaction: the wake-up listener (LISTEN), the "
+          "migration lock and the janitor need a session of their own; set it to a URL that reaches PostgreSQL "
+          "directly, not through PgBouncer (BOXCAR_DATABASE_SESSION_URL), or use pool_mode = session "
+          "and database.pooler = session");
     if (config.pool.session_url == config.pool.url)
       throw ConfigError("database.session_url",
                         "must reach PostgreSQL directly, not the transaction pooler database.url points at");

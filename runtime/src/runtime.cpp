@@ -199,7 +199,9 @@ void Runtime::start(Role role, std::vector<HandlerRegistration> handlers) {
   impl_->collector = std::make_unique<BacklogCollector>(impl_->pool, impl_->metrics, std::move(backlog));
   if (c.janitor.enabled) {
     JanitorOptions janitor = c.janitor;
-    janitor.connection_string = impl_->pool->connection_string();
+    // Its advisory lock, SET ROLE and DETACH ... CONCURRENTLY live in a session: never
+    // through a transaction pooler (database.session_url).
+    janitor.connection_string = impl_->pool->session_connection_string();
     janitor.schema = c.schema;
     janitor.metrics = impl_->metrics;
     impl_->janitor = std::make_unique<Janitor>(std::move(janitor));
