@@ -2,7 +2,7 @@
 // messages, spread over 1,000 keys in arrival order, drained by the same Worker (16 handler
 // threads) from a consumer that orders by key and from one that does not, in the same run.
 //
-//   scripts/bench ordering [--rounds N] [--messages M]
+//   scripts/bench ordering [--rounds N] [--messages M] [--batch 1|32]
 //
 //   ordered_t16          batch_size 1: ordered vs unordered
 //   ordered_batched_t16  batch_size 32: ordered vs unordered
@@ -105,10 +105,13 @@ Measurement drain(const std::string& url, const char* schema, std::size_t batch_
 int main(int argc, char** argv) {
   try {
     int messages = 20000;
+    std::vector<std::size_t> batches{1, 32};
     std::vector<char*> rest{argv[0]};
     for (int i = 1; i < argc; ++i) {
       if (std::string(argv[i]) == "--messages" && i + 1 < argc)
         messages = std::stoi(argv[++i]);
+      else if (std::string(argv[i]) == "--batch" && i + 1 < argc)
+        batches = {static_cast<std::size_t>(std::stoul(argv[++i]))};
       else
         rest.push_back(argv[i]);
     }
@@ -122,7 +125,7 @@ int main(int argc, char** argv) {
     std::cout << "bench_ordering: drain " << messages << " messages over " << kKeys << " keys, 16 threads; "
               << options.rounds << " interleaved rounds per case, medians (baseline: the same consumer unordered)\n";
     std::vector<CaseResult> results;
-    for (const std::size_t batch : {std::size_t{1}, std::size_t{32}}) {
+    for (const std::size_t batch : batches) {
       const std::string name = batch == 1 ? "ordered_t16" : "ordered_batched_t16";
       results.push_back(boxcar::bench::compare(
           name, "16 threads, batch " + std::to_string(batch) + ", msg/s, ordered vs unordered", options.rounds,

@@ -8,9 +8,10 @@
 // The publisher is bounded by the slower of the two: ratio = boxcar / min(a, b).
 // Also the emit-commit -> published latency at a fixed 1,000 events/s (ordered, the
 // default), and the ordered drain against the unordered one over 1,000 keys (case
-// ordered: docs/publisher.md, "Ordering"; ratio target 0.7, issue 14).
+// ordered: docs/publisher.md, "Ordering"; ratio target 0.7, issue 14), and the drain from
+// the partitioned outbox against one left unpartitioned at 0016 (case partitioned, target 0.9).
 //
-//   scripts/bench publisher [--events N] [--rounds R] [--case publish|ordered|rss]...
+//   scripts/bench publisher [--events N] [--rounds R] [--case publish|ordered|partitioned|rss]...
 // Last, the peak RSS of a publisher alone (bench/rss_probe.cpp): `rss publisher_peak_mb ...`.
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -43,6 +44,9 @@ using boxcar::bench::since;
 constexpr const char* kSchema = "bench_publisher";
 constexpr const char* kTopic = "bench";
 constexpr double kTarget = 0.70;
+// The partitioned outbox should cost the publisher little: issue 14 asks for retention
+// "without bloat", not at a throughput price.
+constexpr double kPartitionedTarget = 0.90;
 constexpr std::size_t kDefaultBatch = 1000;
 
 // `count` outbox rows over `keys` keys, as an emitter would have written them, not yet
@@ -50,10 +54,10 @@ constexpr std::size_t kDefaultBatch = 1000;
 // default: the publish cases compare the publisher with a raw producer and raw SQL, which
 // know no key order. Ordered, the key-order trigger (0013) makes every event after a
 // key's first WAITING, in emit (= insert) order.
-void load(const std::string& url, int count, int keys = 50, bool ordered = false) {
+void load(const std::string& url, int count, int keys = 50, bool ordered = false, const std::string& schema = kSchema) {
   Admin admin(url);
-  admin.exec(std::string("TRUNCATE ") + kSchema + ".outbox_events");
-  admin.exec(std::string("INSERT INTO ") + kSchema +
+  admin.exec("TRUNCATE " + schema + ".outbox_events");
+  admin.exec("INSERT INTO " + schema +
              ".outbox_events (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, "
              "causation_id, payload, available_at, ordered) SELECT "
              // A UUIDv7 of now: the outbox is partitioned by it (docs/schema.md, "Outbox partitions").
@@ -69,22 +73,23 @@ void load(const std::string& url, int count, int keys = 50, bool ordered = false
 }
 
 // Makes the loaded rows due (untimed; the same for both sides that read the database).
-void release(const std::string& url) {
+void release(const std::string& url, const std::string& schema = kSchema) {
   Admin admin(url);
-  admin.exec(std::string("UPDATE ") + kSchema + ".outbox_events SET available_at = now() WHERE status = 'PENDING'");
-  admin.exec(std::string("VACUUM ANALYZE ") + kSchema + ".outbox_events");
+  admin.exec("UPDATE " + schema + ".outbox_events SET available_at = now() WHERE status = 'PENDING'");
+  admin.exec("VACUUM ANALYZE " + schema + ".outbox_events");
   admin.checkpoint();
 }
 
-Measurement publish_boxcar(const std::string& url, const std::string& bootstrap, std::size_t batch, int count) {
+Measurement publish_boxcar(const std::string& url, const std::string& bootstrap, std::size_t batch, int count,
+                           const std::string& schema = kSchema) {
   auto pool = boxcar::ConnectionPool::create({.url = url, .size = 4});
   boxcar::Publisher publisher(
       pool,
-      {.schema = kSchema, .kafka = {{"bootstrap.servers", bootstrap}}, .batch_size = batch, .delivery_timeout = 30s});
+      {.schema = schema, .kafka = {{"bootstrap.servers", bootstrap}}, .batch_size = batch, .delivery_timeout = 30s});
   // Steady state, as for the raw producer: the producer's start-up (connections,
   // idempotent producer id, topic metadata) is paid once per process, not per event.
   {
-    boxcar::OutboxEmitter outbox(pool, {.schema = kSchema, .notify = false});
+    boxcar::OutboxEmitter outbox(pool, {.schema = schema, .notify = false});
     boxcar::Tx tx = pool->begin();
     outbox.emit(tx,
                 boxcar::OutboxMessage{
@@ -93,7 +98,7 @@ Measurement publish_boxcar(const std::string& url, const std::string& bootstrap,
     tx.commit();
     publisher.drain();
   }
-  release(url);
+  release(url, schema);
   const auto start = Clock::now();
   publisher.drain();
   const double seconds = since(start);
@@ -174,7 +179,7 @@ Measurement claim_and_mark_raw(const std::string& url, std::size_t batch, int co
   c.prepare("mark", "UPDATE " + s +
                         ".outbox_events SET status = 'PUBLISHED', published_at = now(), "
                         "claim_token = NULL, lease_expires_at = NULL, last_error = NULL, updated_at = now() "
-                        "WHERE id = ANY($1::bigint[]) AND claim_token = $2::uuid AND status = 'PUBLISHING'");
+                        "WHERE event_id = ANY($1::uuid[]) AND claim_token = $2::uuid");
   std::uint64_t done = 0;
   const auto start = Clock::now();
   while (true) {
@@ -188,7 +193,7 @@ Measurement claim_and_mark_raw(const std::string& url, std::size_t batch, int co
     std::string ids = "{";
     for (const auto& row : rows) {
       if (ids.size() > 1) ids += ',';
-      ids += row[0].c_str();
+      ids += row[1].c_str();  // the event id: the partition key
     }
     pqxx::nontransaction n(c);
     n.exec_prepared("mark", ids + "}", token);
@@ -310,7 +315,8 @@ void measure_rss(const std::string& url, const std::string& bootstrap) {
 int main(int argc, char** argv) {
   try {
     int events = 100000;
-    std::vector<std::string> only;  // --case NAME: publish (the batch sizes and latency), rss
+    // --case NAME: publish (the batch sizes and latency), ordered, partitioned, rss
+    std::vector<std::string> only;
     std::vector<char*> rest{argv[0]};
     for (int i = 1; i < argc; ++i) {
       if (std::string(argv[i]) == "--events" && i + 1 < argc)
@@ -370,22 +376,40 @@ int main(int argc, char** argv) {
     for (const std::size_t batch : {std::size_t{250}, kDefaultBatch}) {
       if (!wanted("ordered")) break;
       constexpr int kKeys = 1000;
-      const int rounds = std::max(2, std::min(options.rounds, 3));
-      boxcar::bench::CaseResult result{
-          .name = "ordered_k1000_b" + std::to_string(batch),
-          .detail = "batch " + std::to_string(batch) + ", 1000 keys, ordered vs unordered events/s"};
-      for (int round = 1; round <= rounds; ++round) {
-        load(url, events, kKeys, false);
-        const auto unordered = publish_boxcar(url, bootstrap, batch, events);
-        load(url, events, kKeys, true);
-        const auto ordered = publish_boxcar(url, bootstrap, batch, events);
-        std::cout << "  " << result.name << " round " << round << "/" << rounds << ": unordered "
-                  << static_cast<long>(unordered.rate()) << "/s  ordered " << static_cast<long>(ordered.rate())
-                  << "/s  ratio " << std::fixed << std::setprecision(2) << ordered.rate() / unordered.rate() << "\n";
-        result.baseline.push_back(unordered.rate());
-        result.boxcar.push_back(ordered.rate());
-      }
-      results.push_back(result);
+      results.push_back(boxcar::bench::compare(
+          "ordered_k1000_b" + std::to_string(batch),
+          "batch " + std::to_string(batch) + ", 1000 keys, ordered vs unordered events/s",
+          std::max(2, std::min(options.rounds, 3)), [] {},
+          [&] {
+            load(url, events, kKeys, false);
+            return publish_boxcar(url, bootstrap, batch, events);
+          },
+          [&] {
+            load(url, events, kKeys, true);
+            return publish_boxcar(url, bootstrap, batch, events);
+          },
+          std::cout));
+    }
+    // What the partitioned outbox (0017-0019) costs the publisher: the same drain from a
+    // schema left at 0016, the last unpartitioned one, in the same run.
+    if (wanted("partitioned")) {
+      constexpr const char* kFlatSchema = "bench_publisher_flat";
+      Admin(url).exec(std::string("DROP SCHEMA IF EXISTS ") + kFlatSchema + " CASCADE");
+      boxcar::migrate(url, {.schema = kFlatSchema, .target_version = 16});
+      results.push_back(boxcar::bench::compare(
+          "partitioned_b" + std::to_string(kDefaultBatch),
+          "batch " + std::to_string(kDefaultBatch) + ", partitioned vs unpartitioned (0016) events/s",
+          std::max(2, std::min(options.rounds, 3)), [] {},
+          [&] {
+            load(url, events, 50, false, kFlatSchema);
+            return publish_boxcar(url, bootstrap, kDefaultBatch, events, kFlatSchema);
+          },
+          [&] {
+            load(url, events);
+            return publish_boxcar(url, bootstrap, kDefaultBatch, events);
+          },
+          std::cout));
+      Admin(url).exec(std::string("DROP SCHEMA ") + kFlatSchema + " CASCADE");
     }
     std::cout << "\n";
     boxcar::bench::print_table(std::cout, results);
@@ -393,6 +417,8 @@ int main(int argc, char** argv) {
     for (const auto& r : results)
       if (r.name == "publish_b" + std::to_string(kDefaultBatch) || r.name.rfind("ordered_k1000", 0) == 0)
         boxcar::bench::print_ratio_line(std::cout, r, kTarget);
+      else if (r.name.rfind("partitioned", 0) == 0)
+        boxcar::bench::print_ratio_line(std::cout, r, kPartitionedTarget);
     if (wanted("rss")) measure_rss(url, bootstrap);
     rd_kafka_mock_cluster_destroy(cluster);
     rd_kafka_destroy(mock_handle);

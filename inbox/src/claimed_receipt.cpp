@@ -35,6 +35,7 @@ ClaimedReceipt ClaimedReceipt::from_row(const pqxx::row& row) {
   r.metadata = metadata_from_json(row["metadata"].as<std::string>());
   r.status = row["status"].as<std::string>();
   r.suspect = row["suspect"].as<bool>();
+  r.ordered = row["ordered"].as<bool>();
   return r;
 }
 

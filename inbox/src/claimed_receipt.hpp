@@ -29,6 +29,8 @@ struct ClaimedReceipt {
   std::string status;
   /// Claimed by the suspect lane: it runs alone, and its solo start is recorded first.
   bool suspect = false;
+  /// Has an ordering key (docs/ordering.md): completing it moves its key on.
+  bool ordered = false;
 
   /// Reads a row of a claim statement (see worker_queries.hpp).
   static ClaimedReceipt from_row(const pqxx::row& row);

@@ -89,7 +89,8 @@ class ReceiptStore {
   /// went stale or the transaction was ended (tell them apart with transaction_ended()).
   std::optional<double> complete(Tx& tx, const ClaimedReceipt& receipt, const std::string& xact_id);
   /// Completes the receipts in `tx` under the same check; returns (id, seconds since
-  /// accepted) of those that were still claimed.
+  /// accepted) of those that were still claimed. The keys of ordered receipts move on to
+  /// their next receipts first, in one statement for the batch (docs/ordering.md).
   std::vector<std::pair<std::int64_t, double>> complete_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts,
                                                              const std::string& xact_id);
   /// True when statements on `tx` no longer run in the database transaction `xact_id`:

@@ -1,6 +1,12 @@
 // Every SQL statement of the worker. `{schema}` is replaced by the quoted schema once;
 // values are always $n parameters. Claims lock with FOR NO KEY UPDATE SKIP LOCKED:
 // plain FOR UPDATE would also skip rows held by foreign-key KEY SHARE locks.
+// The statements guarded by a claim token do not also say `status = 'PROCESSING'`: the
+// token implies it (CHECK inbox_receipts_claim), and that predicate matches the partial
+// index inbox_receipts_leases, which the planner then scans whole in place of the
+// primary key whenever ANALYZE saw few claims in flight, the usual case: under load it
+// held hundreds of live and dead entries and cost each completion milliseconds
+// (docs/benchmarks.md, "Ninth session").
 // These statements run with the application's search_path: built-ins are called as
 // pg_catalog.<name> and operands have the exact types of a pg_catalog operator (docs/schema.md,
 // "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
@@ -34,7 +40,7 @@ FROM due
 WHERE r.id = due.id
 RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
           r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,
-          r.metadata::text AS metadata, r.status, r.suspect
+          r.metadata::text AS metadata, r.status, r.suspect, r.ordering_key IS NOT NULL AS ordered
 )sql";
 
 // The fair claim (docs/worker.md, "Claims"; WorkerOptions::fair_claims): due receipts of
@@ -172,7 +178,7 @@ SET status = 'PROCESSING',
 WHERE r.id = ANY ((SELECT pg_catalog.array_agg(id) FROM due)::bigint[])
 RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
           r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,
-          r.metadata::text AS metadata, r.status, r.suspect,
+          r.metadata::text AS metadata, r.status, r.suspect, r.ordering_key IS NOT NULL AS ordered,
           (SELECT scope_kind FROM last_scope) AS cursor_kind, (SELECT scope_id FROM last_scope) AS cursor_id
 )sql";
 
@@ -201,7 +207,7 @@ FROM due
 WHERE r.id = due.id
 RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
           r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,
-          r.metadata::text AS metadata, r.status, r.suspect
+          r.metadata::text AS metadata, r.status, r.suspect, r.ordering_key IS NOT NULL AS ordered
 )sql";
 
 // Whether one consumer has a due suspect: the same index as kClaimSuspect, read at the
@@ -225,7 +231,6 @@ UPDATE {schema}.inbox_receipts
 SET solo_started_at = pg_catalog.now()
 WHERE id = $1
   AND claim_token = $2::uuid
-  AND status = 'PROCESSING'
   AND suspect
 )sql";
 
@@ -283,7 +288,7 @@ released AS (
     WHERE r.id = e.id
     RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
               r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,
-              r.metadata::text AS metadata, r.status, r.suspect, e.strike
+              r.metadata::text AS metadata, r.status, r.suspect, r.ordering_key IS NOT NULL AS ordered, e.strike
 )
 SELECT * FROM released WHERE strike
 )sql";
@@ -359,13 +364,22 @@ SET status = 'COMPLETED',
     updated_at = pg_catalog.now()
 WHERE id = $1
   AND claim_token = $2::uuid
-  AND status = 'PROCESSING'
   AND (SELECT pg_catalog.pg_current_xact_id_if_assigned()) = $3::xid8
 RETURNING extract(epoch FROM pg_catalog.now() - created_at)::float8
 )sql";
 
-// kComplete for a batch; $3 as in kComplete.
+// kComplete for a batch; $3 as in kComplete. $4 and $5 are the ids and claim tokens of the
+// batch's ordered receipts (empty arrays when it has none): their keys move on to their
+// next receipts first, in two statements for the whole batch, where the row trigger of 0012
+// would run two per receipt (migrations/0021_inbox_key_settlement.sql). Every completed row
+// joins the settlement's one row, so the settlement runs before any row is completed, and
+// the completion's row triggers, which fire at the end of the statement, find each key
+// already moved on. CASE: an unordered batch never calls the function.
 inline constexpr const char* kCompleteMany = R"sql(
+WITH settled AS MATERIALIZED (
+  SELECT CASE WHEN pg_catalog.cardinality($4::bigint[]) > 0
+              THEN {schema}.inbox_settle_keys($4::bigint[], $5::uuid[], $3::xid8) END AS promoted
+)
 UPDATE {schema}.inbox_receipts AS r
 SET status = 'COMPLETED',
     claim_token = NULL,
@@ -375,9 +389,9 @@ SET status = 'COMPLETED',
     completed_at = pg_catalog.now(),
     updated_at = pg_catalog.now()
 FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
+CROSS JOIN settled
 WHERE r.id = c.id
   AND r.claim_token = c.token
-  AND r.status = 'PROCESSING'
   AND (SELECT pg_catalog.pg_current_xact_id_if_assigned()) = $3::xid8
 RETURNING r.id, extract(epoch FROM pg_catalog.now() - r.created_at)::float8 AS age_seconds
 )sql";
@@ -412,7 +426,6 @@ SET status = CASE WHEN $4 OR attempts >= LEAST($5::integer, park_after) THEN 'DE
     updated_at = pg_catalog.now()
 WHERE id = $1
   AND claim_token = $2::uuid
-  AND status = 'PROCESSING'
 RETURNING status
 )sql";
 
@@ -431,7 +444,6 @@ SET status = CASE WHEN r.attempts - 1 = 0 THEN 'PENDING' ELSE 'RETRYABLE' END,
 FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
 WHERE r.id = c.id
   AND r.claim_token = c.token
-  AND r.status = 'PROCESSING'
 )sql";
 
 // A batch rolled back and is re-run one message per transaction: extend the leases of
@@ -444,7 +456,6 @@ SET lease_expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $3::d
 FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
 WHERE r.id = c.id
   AND r.claim_token = c.token
-  AND r.status = 'PROCESSING'
 )sql";
 
 // The handler transaction's deadline ($1 ms for each statement, $2 ms for an idle gap),

@@ -68,19 +68,19 @@ std::size_t BatchPipeline::start_batch() {
   batch.events.reserve(claimed.size());
   std::vector<KafkaRecord> records;
   records.reserve(claimed.size());
-  std::vector<std::int64_t> refused;
+  std::vector<std::string> refused;
   std::vector<std::string> refused_errors;
   for (auto& event : claimed) {
     KafkaRecord record = mapper_.map(event);
     if (!mapper_.allowed(record.topic)) {
-      refused.push_back(event.id);
+      refused.push_back(event.event_id);
       refused_errors.push_back("TOPIC_NOT_ALLOWED: topic '" + record.topic +
                                "' is not in publisher.allowed_topics (event type '" + event.event_type + "')");
       continue;
     }
     records.push_back(std::move(record));
     batch.bytes += record_bytes(records.back());
-    batch.events.push_back({event.id, event.event_id, records.back().topic});
+    batch.events.push_back({event.event_id, records.back().topic});
   }
   claimed.clear();  // the payloads moved into the records; librdkafka copies them next
   if (!refused.empty()) refuse(refused, refused_errors, batch.token);
@@ -116,19 +116,17 @@ void BatchPipeline::finish_oldest() {
 void BatchPipeline::mark(const InFlight& batch, const std::vector<DeliveryOutcome>& outcomes) {
   set_in_flight_events(in_flight_events_ - batch.events.size());
   in_flight_bytes_ -= std::min(in_flight_bytes_, batch.bytes);
-  std::vector<std::int64_t> delivered;
-  std::vector<std::string> delivered_event_ids;
+  std::vector<std::string> delivered;
   // [0]: may succeed on a retry; [1]: refused for good (too large), DEAD at once.
-  std::vector<std::int64_t> failed[2];
+  std::vector<std::string> failed[2];
   std::string first_error[2];
   std::string first_failed_event[2];
   for (std::size_t i = 0; i < batch.events.size(); ++i) {
     if (outcomes[i].delivered) {
-      delivered.push_back(batch.events[i].id);
-      if (options_.on_delivered) delivered_event_ids.push_back(batch.events[i].event_id);
+      delivered.push_back(batch.events[i].event_id);
     } else {
       const int kind = outcomes[i].permanent ? 1 : 0;
-      failed[kind].push_back(batch.events[i].id);
+      failed[kind].push_back(batch.events[i].event_id);
       if (first_error[kind].empty()) {
         first_error[kind] = outcomes[i].error;
         first_failed_event[kind] = batch.events[i].event_id;
@@ -147,7 +145,7 @@ void BatchPipeline::mark(const InFlight& batch, const std::vector<DeliveryOutcom
     if (published.size() < delivered.size())
       log_->warn("{} delivered events were no longer claimed by this publisher (lease expired)",
                  delivered.size() - published.size());
-    if (options_.on_delivered) options_.on_delivered(delivered_event_ids);
+    if (options_.on_delivered) options_.on_delivered(delivered);
     if (log_->should_log(spdlog::level::debug))
       for (std::size_t i = 0; i < batch.events.size(); ++i)
         if (outcomes[i].delivered)
@@ -160,13 +158,13 @@ void BatchPipeline::mark(const InFlight& batch, const std::vector<DeliveryOutcom
       record_failures(batch, failed[kind], first_error[kind], first_failed_event[kind], kind == 1);
 }
 
-void BatchPipeline::record_failures(const InFlight& batch, const std::vector<std::int64_t>& ids,
+void BatchPipeline::record_failures(const InFlight& batch, const std::vector<std::string>& event_ids,
                                     const std::string& error, const std::string& first_event_id, bool permanent) {
   const EventStore::FailurePolicy policy{.backoff = options_.backoff,
                                          .max_attempts = options_.max_attempts,
                                          .max_age = options_.max_age,
                                          .permanent = permanent};
-  for (const auto& event : store_.record_failure(ids, batch.token, error, policy)) {
+  for (const auto& event : store_.record_failure(event_ids, batch.token, error, policy)) {
     const bool dead = event.status == OutboxStatus::Dead;
     ++(dead ? counters_.dead : counters_.failed);
     if (options_.metrics) options_.metrics->published(mapper_.topic_label(event.topic), dead ? "dead" : "failed");
@@ -175,22 +173,22 @@ void BatchPipeline::record_failures(const InFlight& batch, const std::vector<std
             permanent ? "events refused by the producer for good (too large), now DEAD"
                       : "events not delivered, retrying with backoff",
             {{"outcome", permanent ? "dead" : "failed"},
-             {"count", std::to_string(ids.size())},
+             {"count", std::to_string(event_ids.size())},
              {"batch", std::to_string(batch.events.size())},
              {"first_event_id", first_event_id},
              {"error", error}});
 }
 
-void BatchPipeline::refuse(const std::vector<std::int64_t>& ids, const std::vector<std::string>& errors,
+void BatchPipeline::refuse(const std::vector<std::string>& event_ids, const std::vector<std::string>& errors,
                            const std::string& token) {
   // The row's topic may be allowed and its override not: the label says why instead.
-  const auto refused = store_.refuse(ids, errors, token, "TOPIC_NOT_ALLOWED");
+  const auto refused = store_.refuse(event_ids, errors, token, "TOPIC_NOT_ALLOWED");
   counters_.dead += refused.size();
   if (options_.metrics && !refused.empty()) options_.metrics->published("(not allowed)", "dead", refused.size());
   log_event(*log_, LogLevel::Error, "events for topics outside publisher.allowed_topics, now DEAD and never produced",
             {{"outcome", "dead"},
              {"dead_reason", "TOPIC_NOT_ALLOWED"},
-             {"count", std::to_string(ids.size())},
+             {"count", std::to_string(event_ids.size())},
              {"error", errors.front()}});
 }
 

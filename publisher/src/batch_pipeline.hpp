@@ -40,7 +40,6 @@ class BatchPipeline {
 
  private:
   struct InFlightEvent {
-    std::int64_t id;
     std::string event_id;
     std::string topic;
   };
@@ -57,8 +56,9 @@ class BatchPipeline {
   void mark(const InFlight& batch, const std::vector<DeliveryOutcome>& outcomes);
   void set_in_flight_events(std::size_t count);
   /// Events whose topic is outside allowed_topics: DEAD (TOPIC_NOT_ALLOWED), never produced.
-  void refuse(const std::vector<std::int64_t>& ids, const std::vector<std::string>& errors, const std::string& token);
-  void record_failures(const InFlight& batch, const std::vector<std::int64_t>& ids, const std::string& error,
+  void refuse(const std::vector<std::string>& event_ids, const std::vector<std::string>& errors,
+              const std::string& token);
+  void record_failures(const InFlight& batch, const std::vector<std::string>& event_ids, const std::string& error,
                        const std::string& first_event_id, bool permanent);
 
   EventStore& store_;

@@ -87,9 +87,10 @@ std::vector<SettledEvent> EventStore::recover_expired(std::size_t limit, int max
   }));
 }
 
-std::vector<PublishedEvent> EventStore::mark_published(std::span<const std::int64_t> ids, const std::string& token) {
-  const auto rows =
-      retry_deadlocks([&] { return pool_->autocommit(names_ + "published", mark_published_, pg_array(ids), token); });
+std::vector<PublishedEvent> EventStore::mark_published(std::span<const std::string> event_ids,
+                                                       const std::string& token) {
+  const auto rows = retry_deadlocks(
+      [&] { return pool_->autocommit(names_ + "published", mark_published_, pg_array(event_ids), token); });
   std::vector<PublishedEvent> published;
   published.reserve(rows.size());
   for (const auto& row : rows)
@@ -97,20 +98,22 @@ std::vector<PublishedEvent> EventStore::mark_published(std::span<const std::int6
   return published;
 }
 
-std::vector<SettledEvent> EventStore::record_failure(std::span<const std::int64_t> ids, const std::string& token,
+std::vector<SettledEvent> EventStore::record_failure(std::span<const std::string> event_ids, const std::string& token,
                                                      const std::string& error, const FailurePolicy& policy) {
   return read_settled(retry_deadlocks([&] {
-    return pool_->autocommit(names_ + "failed", mark_failed_, pg_array(ids), token, error,
+    return pool_->autocommit(names_ + "failed", mark_failed_, pg_array(event_ids), token, error,
                              static_cast<long long>(policy.backoff.base.count()),
                              static_cast<long long>(policy.backoff.cap.count()), policy.max_attempts, policy.permanent,
                              static_cast<long long>(policy.max_age.count()));
   }));
 }
 
-std::vector<SettledEvent> EventStore::refuse(std::span<const std::int64_t> ids, std::span<const std::string> errors,
-                                             const std::string& token, const std::string& dead_reason) {
+std::vector<SettledEvent> EventStore::refuse(std::span<const std::string> event_ids,
+                                             std::span<const std::string> errors, const std::string& token,
+                                             const std::string& dead_reason) {
   return read_settled(retry_deadlocks([&] {
-    return pool_->autocommit(names_ + "refused", mark_refused_, pg_array(ids), token, pg_array(errors), dead_reason);
+    return pool_->autocommit(names_ + "refused", mark_refused_, pg_array(event_ids), token, pg_array(errors),
+                             dead_reason);
   }));
 }
 

@@ -67,9 +67,9 @@ class EventStore {
   /// `max_attempts` (> 0) is used up or they are older than `max_age` (> 0); returns up
   /// to `limit` of them.
   std::vector<SettledEvent> recover_expired(std::size_t limit, int max_attempts, std::chrono::milliseconds max_age);
-  /// Marks the events `ids` PUBLISHED if still claimed under `token`; returns those it
-  /// marked (fewer when a lease expired meanwhile).
-  std::vector<PublishedEvent> mark_published(std::span<const std::int64_t> ids, const std::string& token);
+  /// Marks the events `event_ids` PUBLISHED if still claimed under `token`; returns those
+  /// it marked (fewer when a lease expired meanwhile).
+  std::vector<PublishedEvent> mark_published(std::span<const std::string> event_ids, const std::string& token);
   /// How record_failure() settles the events it is given.
   struct FailurePolicy {
     BackoffOptions backoff;
@@ -80,14 +80,14 @@ class EventStore {
     /// The producer refused the records for good (too large): DEAD (RECORD_TOO_LARGE) now.
     bool permanent = false;
   };
-  /// Records a failed delivery of the events `ids` still claimed under `token`: RETRYABLE
-  /// after a full-jitter backoff, or DEAD as `policy` says.
-  std::vector<SettledEvent> record_failure(std::span<const std::int64_t> ids, const std::string& token,
+  /// Records a failed delivery of the events `event_ids` still claimed under `token`:
+  /// RETRYABLE after a full-jitter backoff, or DEAD as `policy` says.
+  std::vector<SettledEvent> record_failure(std::span<const std::string> event_ids, const std::string& token,
                                            const std::string& error, const FailurePolicy& policy);
 
-  /// Marks the events `ids` (still claimed under `token`) DEAD with `dead_reason` and each
-  /// its own `errors[i]`, without a delivery: they were never produced.
-  std::vector<SettledEvent> refuse(std::span<const std::int64_t> ids, std::span<const std::string> errors,
+  /// Marks the events `event_ids` (still claimed under `token`) DEAD with `dead_reason` and
+  /// each its own `errors[i]`, without a delivery: they were never produced.
+  std::vector<SettledEvent> refuse(std::span<const std::string> event_ids, std::span<const std::string> errors,
                                    const std::string& token, const std::string& dead_reason);
 
  private:

@@ -81,6 +81,14 @@ WHERE e.id = expired.id
 RETURNING e.status, e.topic
 )sql";
 
+// The marks below name a batch's events by event_id ($1 uuid[]), the partition key: a
+// custom plan reads only the partitions they are in, through each one's event_id index,
+// where the id would probe the id index of every partition (0018). They are guarded by the
+// claim token alone: it implies PUBLISHING (CHECK outbox_events_claim), and a
+// `status = 'PUBLISHING'` predicate lets the planner pick each partition's leases index
+// instead, which ANALYZE usually saw nearly empty and which under load holds every event
+// in flight (the same trap as the worker's, inbox/src/worker_queries.hpp).
+
 // Delivered: one statement for the batch, guarded by its claim token.
 inline constexpr const char* kMarkPublished = R"sql(
 UPDATE {schema}.outbox_events
@@ -90,9 +98,8 @@ SET status = 'PUBLISHED',
     lease_expires_at = NULL,
     last_error = NULL,
     updated_at = pg_catalog.now()
-WHERE id = ANY($1::bigint[])
+WHERE event_id = ANY($1::uuid[])
   AND claim_token = $2::uuid
-  AND status = 'PUBLISHING'
 RETURNING topic, extract(epoch FROM pg_catalog.now() - created_at)::float8 AS seconds_since_emit
 )sql";
 
@@ -104,7 +111,7 @@ RETURNING topic, extract(epoch FROM pg_catalog.now() - created_at)::float8 AS se
 // double past attempt 1024 and would fail the statement, leaving the batch claimed.
 inline constexpr const char* kMarkFailed = R"sql(
 WITH verdict AS (
-    SELECT id,
+    SELECT event_id,
            CASE WHEN $7::boolean THEN 'RECORD_TOO_LARGE'
                 WHEN $6 > 0 AND attempts >= $6 THEN 'ATTEMPTS_EXHAUSTED'
                 WHEN $8::bigint > 0
@@ -115,9 +122,8 @@ WITH verdict AS (
                  $4::double precision * pg_catalog.power(2::double precision, least(greatest(attempts - 1, 0), 60)))
                AS backoff_ceiling_ms
     FROM {schema}.outbox_events
-    WHERE id = ANY($1::bigint[])
+    WHERE event_id = ANY($1::uuid[])
       AND claim_token = $2::uuid
-      AND status = 'PUBLISHING'
 )
 UPDATE {schema}.outbox_events AS e
 SET status = CASE WHEN verdict.dead_reason IS NULL THEN 'RETRYABLE' ELSE 'DEAD' END,
@@ -128,14 +134,14 @@ SET status = CASE WHEN verdict.dead_reason IS NULL THEN 'RETRYABLE' ELSE 'DEAD' 
     lease_expires_at = NULL,
     updated_at = pg_catalog.now()
 FROM verdict
-WHERE e.id = verdict.id
+WHERE e.event_id = verdict.event_id
+  AND e.event_id = ANY($1::uuid[])
   AND e.claim_token = $2::uuid
-  AND e.status = 'PUBLISHING'
 RETURNING e.status, e.topic
 )sql";
 
 // Refused before producing (publisher.allowed_topics): DEAD at once, never produced,
-// guarded by the batch's claim token. $1 bigint[] of ids and $3 text[] of their error
+// guarded by the batch's claim token. $1 uuid[] of event ids and $3 text[] of their error
 // texts, pairwise; $4 the dead reason. ROWS FROM with qualified functions: the two-array
 // unnest(a, b) shorthand resolves each unnest through the search_path.
 inline constexpr const char* kMarkRefused = R"sql(
@@ -146,10 +152,10 @@ SET status = 'DEAD',
     claim_token = NULL,
     lease_expires_at = NULL,
     updated_at = pg_catalog.now()
-FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($3::text[])) AS r(id, error)
-WHERE e.id = r.id
+FROM ROWS FROM (pg_catalog.unnest($1::uuid[]), pg_catalog.unnest($3::text[])) AS r(event_id, error)
+WHERE e.event_id = r.event_id
+  AND e.event_id = ANY($1::uuid[])
   AND e.claim_token = $2::uuid
-  AND e.status = 'PUBLISHING'
 RETURNING e.status, e.topic
 )sql";
 

@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "boxcar/outbox/outbox_emitter.hpp"
@@ -34,6 +36,16 @@ pid_t spawn_publisher(const TestDatabase& db, const MockKafka& kafka) {
   }
   REQUIRE(pid > 0);
   return pid;
+}
+
+// True once `pid` has blocked SIGTERM, which the runtime does before it starts (it waits for
+// the signal with sigwait, core/src/shutdown_signals.cpp): a SIGTERM sent earlier would
+// kill it with the default action instead of stopping it cleanly.
+bool blocks_sigterm(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("SigBlk:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (SIGTERM - 1)) & 1;
+  return false;
 }
 
 }  // namespace
@@ -80,6 +92,9 @@ TEST_CASE("publisher processes killed with SIGKILL mid-batch deliver every event
   const pid_t pid = spawn_publisher(db, kafka);
   const auto deadline = std::chrono::steady_clock::now() + 120s;
   while (published() < kEvents && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(100ms);
+  // The killed publishers may have published everything already: then this one must at
+  // least have started before it is asked to stop.
+  while (!blocks_sigterm(pid) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
   ::kill(pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);

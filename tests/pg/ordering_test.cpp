@@ -5,10 +5,14 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <future>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <pqxx/pqxx>
 
 #include "boxcar/inbox/worker.hpp"
 #include "boxcar/ops/backlog_collector.hpp"
@@ -66,6 +70,22 @@ struct Setup {
   }
   long long count(const std::string& where) const {
     return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE " + where);
+  }
+  // Claims one receipt the way the claim statements do; returns its id and claim token.
+  std::pair<std::string, std::string> claim(const std::string& message_id) const {
+    const auto rows = db.query(
+        "UPDATE {schema}.inbox_receipts SET status = 'PROCESSING', claim_token = gen_random_uuid(), "
+        "lease_expires_at = now() + interval '1 minute', attempts = attempts + 1 WHERE message_id = '" +
+        message_id + "' RETURNING id::text, claim_token::text");
+    REQUIRE(rows.size() == 1);
+    return {rows[0][0].as<std::string>(), rows[0][1].as<std::string>()};
+  }
+  std::string head_of(const std::string& key) const {
+    const auto rows = db.query(
+        "SELECT r.message_id FROM {schema}.inbox_ordering_keys AS k "
+        "JOIN {schema}.inbox_receipts AS r ON r.id = k.head_id WHERE k.ordering_key = '" +
+        key + "'");
+    return rows.empty() ? "" : rows[0][0].as<std::string>();
   }
   // Each key's sequence numbers in the order their application rows were written.
   std::map<std::string, std::vector<int>> written() const {
@@ -283,4 +303,103 @@ TEST_CASE("under park_after(2) a poisoned head goes DEAD after two attempts and 
                     "WHERE message_id = 'bad-0' AND dead_reason = 'PARKED_AFTER_ATTEMPTS'") == 1);
   CHECK(s.written().at("bad") == std::vector<int>{1, 2});
   CHECK(blocked_keys(*s.pool, s.db.schema()).empty());
+}
+
+// The batched worker's settlement (migrations/0021): the keys of a batch's receipts move
+// on in one call before the batch completes, where the row trigger would run per receipt.
+TEST_CASE("a batch's settlement moves each key it heads on, and only in the transaction that locked the batch") {
+  Setup s;
+  {
+    Inbox inbox(s.pool, s.inbox_options());
+    for (const auto& [key, n] : std::vector<std::pair<std::string, int>>{{"a", 3}, {"b", 1}, {"c", 2}})
+      for (int seq = 0; seq < n; ++seq) inbox.accept(keyed(key, seq));
+  }
+  const auto [a0, a0_token] = s.claim("a-0");
+  const auto [b0, b0_token] = s.claim("b-0");
+  const auto [c0, c0_token] = s.claim("c-0");
+  s.db.query("UPDATE {schema}.inbox_ordering_keys SET blocked_since = now() WHERE ordering_key = 'a'");
+  const std::string settle = s.db.qualified("SELECT {schema}.inbox_settle_keys($1::bigint[], $2::uuid[], $3::xid8)");
+  const std::string ids = "{" + a0 + "," + b0 + "," + c0 + "}";
+  auto conn = s.db.connect();
+
+  // After a handler's raw COMMIT its statements run in transactions of their own: a
+  // settlement there would commit without the completion, so it moves nothing.
+  {
+    pqxx::nontransaction autocommit(conn);
+    CHECK(autocommit.exec_params(settle, ids, "{" + a0_token + "," + b0_token + "," + c0_token + "}", "1")[0][0]
+              .as<int>() == 0);
+  }
+  CHECK(s.status_of("a-1") == "WAITING");
+  CHECK(s.head_of("a") == "a-0");
+  CHECK(s.head_of("b") == "b-0");
+
+  {
+    pqxx::work tx(conn);
+    const auto xact = tx.exec("SELECT pg_current_xact_id()::text")[0][0].as<std::string>();
+    // c-0's token is not the claim's: its key stays where it is.
+    const auto stranger = tx.exec("SELECT gen_random_uuid()::text")[0][0].as<std::string>();
+    CHECK(tx.exec_params(settle, ids, "{" + a0_token + "," + b0_token + "," + stranger + "}", xact)[0][0].as<int>() ==
+          1);
+    // The completion that follows finds the keys moved on: its row trigger changes nothing.
+    tx.exec(
+        s.db.qualified("UPDATE {schema}.inbox_receipts SET status = 'COMPLETED', claim_token = NULL, "
+                       "lease_expires_at = NULL, finished_attempts = attempts, completed_at = now() "
+                       "WHERE id IN (" +
+                       a0 + ", " + b0 + ")"));
+    tx.commit();
+  }
+  CHECK(s.status_of("a-1") == "PENDING");
+  CHECK(s.status_of("a-2") == "WAITING");
+  CHECK(s.head_of("a") == "a-1");
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_ordering_keys "
+                    "WHERE ordering_key = 'a' AND blocked_since IS NULL") == 1);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_ordering_keys WHERE ordering_key = 'b'") == 0);
+  CHECK(s.head_of("c") == "c-0");
+  CHECK(s.status_of("c-1") == "WAITING");
+  CHECK(s.count("status = 'PENDING'") == 1);
+}
+
+TEST_CASE("an accept that commits while a batch's settlement waits for its key becomes the key's head") {
+  Setup s;
+  {
+    Inbox inbox(s.pool, s.inbox_options());
+    inbox.accept(keyed("k", 0));
+  }
+  const auto [k0, k0_token] = s.claim("k-0");
+  // An accept of k-1, open: its row trigger holds the key's row until it commits.
+  auto accepting_conn = s.db.connect();
+  pqxx::work accepting(accepting_conn);
+  accepting.exec(s.db.qualified(
+      "INSERT INTO {schema}.inbox_receipts (scope_kind, scope_id, source, consumer, message_id, event_type, "
+      "schema_version, payload, fingerprint, ordering_key) VALUES ('tenant', 't1', 'test', 'orders.v1', 'k-1', "
+      "'thing.happened', 1, '{}', repeat('a', 64), 'k')"));
+
+  auto worker = std::async(std::launch::async, [&] {
+    auto conn = s.db.connect();
+    pqxx::work tx(conn);
+    const auto xact = tx.exec("SELECT pg_current_xact_id()::text")[0][0].as<std::string>();
+    tx.exec_params(s.db.qualified("SELECT {schema}.inbox_settle_keys($1::bigint[], $2::uuid[], $3::xid8)"),
+                   "{" + k0 + "}", "{" + k0_token + "}", xact);
+    tx.exec(
+        s.db.qualified("UPDATE {schema}.inbox_receipts SET status = 'COMPLETED', claim_token = NULL, "
+                       "lease_expires_at = NULL, finished_attempts = attempts, completed_at = now() WHERE id = " +
+                       k0));
+    tx.commit();
+  });
+  const bool waited = eventually(
+      [&] {
+        return s.db.scalar(
+                   "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE wait_event_type = 'Lock' "
+                   "AND pg_catalog.strpos(query, 'inbox_settle_keys') > 0 "
+                   "AND pg_catalog.strpos(query, '" +
+                   s.db.schema() + "') > 0") == 1;
+      },
+      10s);
+  accepting.commit();
+  worker.get();
+  REQUIRE(waited);
+  // The settlement's search ran after the accept committed: k-1 is the head, not stranded.
+  CHECK(s.status_of("k-0") == "COMPLETED");
+  CHECK(s.status_of("k-1") == "PENDING");
+  CHECK(s.head_of("k") == "k-1");
 }

@@ -23,6 +23,7 @@
 #include "boxcar/outbox/outbox_emitter.hpp"
 #include "boxcar/publisher/detail/named_statements.hpp"
 #include "boxcar/testing/eventually.hpp"
+#include "named_statement.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;
@@ -31,15 +32,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string publisher_statement(const std::string& name) {
-  for (const auto& statement : detail::publisher_statements())
-    if (statement.name == name) return std::string(statement.sql);
-  FAIL("no publisher statement " << name);
-  return {};
-}
+std::string publisher_statement(const std::string& name) { return statement_sql(detail::publisher_statements(), name); }
 
 struct Claimed {
   std::int64_t id;
+  std::string event_id;
   std::string key;
   int n;
 };
@@ -59,26 +56,27 @@ class PublisherStatements {
     std::vector<Claimed> claimed;
     for (const auto& row :
          pqxx::nontransaction(connection_).exec_params(claim_, 100LL, token, 30000LL, 1LL << 40, true))
-      claimed.push_back({row["id"].as<std::int64_t>(), row["message_key"].as<std::string>(),
+      claimed.push_back({row["id"].as<std::int64_t>(), row["event_id"].as<std::string>(),
+                         row["message_key"].as<std::string>(),
                          nlohmann::json::parse(row["payload"].as<std::string>()).at("n").get<int>()});
     return claimed;
   }
   void mark_published(const std::vector<Claimed>& events, const std::string& token) {
-    pqxx::nontransaction(connection_).exec_params(published_, pg_array(ids(events)), token);
+    pqxx::nontransaction(connection_).exec_params(published_, pg_array(event_ids(events)), token);
   }
   // A failed delivery: RETRYABLE after `backoff_ms` (at most), or DEAD when `permanent`.
   void mark_failed(const std::vector<Claimed>& events, const std::string& token, long long backoff_ms,
                    bool permanent = false) {
     pqxx::nontransaction(connection_)
-        .exec_params(failed_, pg_array(ids(events)), token, std::string("broker said no"), backoff_ms, backoff_ms, 0,
-                     permanent, 0LL);
+        .exec_params(failed_, pg_array(event_ids(events)), token, std::string("broker said no"), backoff_ms, backoff_ms,
+                     0, permanent, 0LL);
   }
   void recover_expired() { pqxx::nontransaction(connection_).exec_params(recover_, 100LL, 0, 0LL); }
 
  private:
-  static std::vector<std::int64_t> ids(const std::vector<Claimed>& events) {
-    std::vector<std::int64_t> out;
-    for (const auto& e : events) out.push_back(e.id);
+  static std::vector<std::string> event_ids(const std::vector<Claimed>& events) {
+    std::vector<std::string> out;
+    for (const auto& e : events) out.push_back(e.event_id);
     return out;
   }
 
