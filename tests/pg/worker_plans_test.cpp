@@ -46,8 +46,7 @@ TEST_CASE("the worker's token-guarded statements read receipts by primary key, n
   for (const char* mode : {"force_custom_plan", "force_generic_plan"}) {
     n.exec(std::string("SET plan_cache_mode = ") + mode);
     for (const auto& [name, arguments] : statements) {
-      const auto plan =
-          explain_prepared(n, db.qualified(statement_sql(detail::inbox_statements(), name)), arguments);
+      const auto plan = explain_prepared(n, db.qualified(statement_sql(detail::inbox_statements(), name)), arguments);
       INFO(name << " under " << mode << ":\n" << plan);
       CHECK_THAT(plan, Catch::Contains("inbox_receipts_pkey"));
       CHECK_THAT(plan, !Catch::Contains("inbox_receipts_leases"));

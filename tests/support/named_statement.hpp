@@ -27,7 +27,8 @@ inline std::string explain_prepared(pqxx::transaction_base& tx, const std::strin
   tx.exec("DEALLOCATE ALL");
   tx.exec("PREPARE explained AS " + sql);
   std::string plan;
-  for (const auto& row : tx.exec("EXPLAIN EXECUTE explained(" + arguments + ")")) plan += std::string(row[0].c_str()) + "\n";
+  for (const auto& row : tx.exec("EXPLAIN EXECUTE explained(" + arguments + ")"))
+    plan += std::string(row[0].c_str()) + "\n";
   return plan;
 }
 
