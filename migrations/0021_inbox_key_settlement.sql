@@ -30,28 +30,31 @@ SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 DECLARE
+    consumers text[];
+    ordering_keys text[];
     promoted integer;
 BEGIN
     IF pg_catalog.pg_current_xact_id_if_assigned() IS DISTINCT FROM locked_in THEN
         RETURN 0;
     END IF;
-    PERFORM 1
-    FROM ROWS FROM (pg_catalog.unnest(receipt_ids), pg_catalog.unnest(claim_tokens)) AS c(id, token)
-    JOIN inbox_receipts AS r ON r.id = c.id AND r.claim_token = c.token
-    JOIN inbox_ordering_keys AS k
-      ON k.consumer = r.consumer AND k.ordering_key = r.ordering_key AND k.head_id = r.id
-    ORDER BY k.consumer, k.ordering_key
-    FOR NO KEY UPDATE OF k;
+    -- The keys these receipts head, locked; once locked, their heads cannot change, so the
+    -- next statement takes the keys from here instead of joining the receipts again.
+    SELECT pg_catalog.array_agg(locked.consumer), pg_catalog.array_agg(locked.ordering_key)
+    INTO consumers, ordering_keys
+    FROM (SELECT k.consumer, k.ordering_key
+          FROM ROWS FROM (pg_catalog.unnest(receipt_ids), pg_catalog.unnest(claim_tokens)) AS c(id, token)
+          JOIN inbox_receipts AS r ON r.id = c.id AND r.claim_token = c.token
+          JOIN inbox_ordering_keys AS k
+            ON k.consumer = r.consumer AND k.ordering_key = r.ordering_key AND k.head_id = r.id
+          ORDER BY k.consumer, k.ordering_key
+          FOR NO KEY UPDATE OF k) AS locked;
+    IF consumers IS NULL THEN
+        RETURN 0;
+    END IF;
 
-    WITH heads AS (
-        SELECT k.consumer, k.ordering_key
-        FROM ROWS FROM (pg_catalog.unnest(receipt_ids), pg_catalog.unnest(claim_tokens)) AS c(id, token)
-        JOIN inbox_receipts AS r ON r.id = c.id AND r.claim_token = c.token
-        JOIN inbox_ordering_keys AS k
-          ON k.consumer = r.consumer AND k.ordering_key = r.ordering_key AND k.head_id = r.id
-    ), next AS (
+    WITH next AS (
         SELECT h.consumer, h.ordering_key, n.id
-        FROM heads AS h
+        FROM ROWS FROM (pg_catalog.unnest(consumers), pg_catalog.unnest(ordering_keys)) AS h(consumer, ordering_key)
         LEFT JOIN LATERAL (
             SELECT w.id
             FROM inbox_receipts AS w
