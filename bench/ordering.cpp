@@ -110,9 +110,13 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
       if (std::string(argv[i]) == "--messages" && i + 1 < argc)
         messages = std::stoi(argv[++i]);
-      else if (std::string(argv[i]) == "--batch" && i + 1 < argc)
-        batches = {static_cast<std::size_t>(std::stoul(argv[++i]))};
-      else
+      else if (std::string(argv[i]) == "--batch" && i + 1 < argc) {
+        // The two cases' names say their batch size: no other one has a name.
+        const std::string batch = argv[++i];
+        if (batch != "1" && batch != "32")
+          throw boxcar::bench::UsageError("--batch needs 1 or 32, got '" + batch + "'");
+        batches = {batch == "1" ? std::size_t{1} : std::size_t{32}};
+      } else
         rest.push_back(argv[i]);
     }
     const auto options = boxcar::bench::parse_options(static_cast<int>(rest.size()), rest.data());
@@ -139,7 +143,7 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const boxcar::bench::UsageError& e) {
     std::cerr << "bench_ordering: " << e.what() << "\nusage: bench_ordering --database-url URL [--rounds N] "
-              << "[--messages M]\n";
+              << "[--messages M] [--batch 1|32]\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "bench_ordering: " << e.what() << "\n";
