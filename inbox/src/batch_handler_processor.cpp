@@ -52,10 +52,7 @@ void MessageProcessor::process_handler_batch(const std::vector<const ClaimedRece
       return;
     }
     Tx tx = pool_->begin(LoanUse::Application);  // the handler runs on it: reset afterwards
-    // The deadline's settings ride on the lock statement: one round trip fewer per batch.
-    const long long ms =
-        std::max<long long>(1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-    const auto lock = store_.lock_many_with_deadline(tx, receipts, ms, ms + 500);
+    const auto lock = store_.lock_many(tx, receipts, ReceiptStore::TransactionDeadline::until(deadline));
     for (const auto* r : receipts) {
       if (contains(lock.ids, r->id)) {
         locked.push_back(r);

@@ -14,7 +14,6 @@
 #include "handler_run.hpp"
 #include "infrastructure_failure.hpp"
 #include "tenant_setting.hpp"
-#include "worker_queries.hpp"
 
 namespace boxcar::detail {
 namespace {
@@ -23,10 +22,6 @@ std::string demangled_type(const std::type_info& type) {
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status), std::free);
   return status == 0 && name ? name.get() : type.name();
-}
-
-long long remaining_ms(Clock::time_point deadline) {
-  return std::max<long long>(1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
 }
 
 }  // namespace
@@ -141,13 +136,6 @@ bool MessageProcessor::needs_handler(const ClaimedReceipt& receipt) {
     log_->error("could not mark receipt {} unsupported: {}", receipt.id, e.what());
   }
   return false;
-}
-
-void MessageProcessor::set_deadline(Tx& tx, Clock::time_point deadline) {
-  // PostgreSQL 15 has no transaction_timeout: bound each statement, and the idle gaps a
-  // handler leaves while it works outside the database (the session ends, its locks go).
-  const long long ms = remaining_ms(deadline);
-  tx.exec(worker_sql::kSetDeadline, std::to_string(ms), std::to_string(ms + 500));
 }
 
 void MessageProcessor::invoke(const ClaimedReceipt& receipt, Tx& tx, Clock::time_point deadline,
@@ -302,8 +290,7 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
     }
     // LoanUse::Application: the handler runs on it, so its session is reset afterwards.
     Tx tx = pool_->begin(LoanUse::Application);
-    set_deadline(tx, deadline);
-    const auto xact_id = store_.lock(tx, receipt);
+    const auto xact_id = store_.lock(tx, receipt, ReceiptStore::TransactionDeadline::until(deadline));
     if (!xact_id) {
       report_stale(receipt, "claim went stale before the handler ran");
       return;
@@ -416,8 +403,7 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
   std::vector<const ClaimedReceipt*> rerun;
   try {
     Tx tx = pool_->begin(LoanUse::Application);  // handlers run on it: reset afterwards
-    set_deadline(tx, deadline);
-    const auto lock = store_.lock_many(tx, receipts);
+    const auto lock = store_.lock_many(tx, receipts, ReceiptStore::TransactionDeadline::until(deadline));
     for (const auto* r : receipts) {
       if (std::find(lock.ids.begin(), lock.ids.end(), r->id) != lock.ids.end()) {
         locked.push_back(r);

@@ -71,7 +71,6 @@ class MessageProcessor {
   void rerun_one_by_one(const std::vector<const ClaimedReceipt*>& receipts, DeadlineWatchdog& watchdog);
   void invoke(const ClaimedReceipt& receipt, Tx& tx, std::chrono::steady_clock::time_point deadline,
               const CancellationSignal& signal);
-  void set_deadline(Tx& tx, std::chrono::steady_clock::time_point deadline);
   /// Records the failure in its own statement, then reports it.
   void record_failure(const ClaimedReceipt& receipt, FailureRecord failure);
   /// Stats, metric and log of a recorded failure whose write returned `status`

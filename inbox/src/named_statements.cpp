@@ -20,14 +20,12 @@ std::vector<NamedStatement> inbox_statements() {
           {"worker.terminate_backend", worker_sql::kTerminateBackend},
           {"worker.lock", worker_sql::kLock},
           {"worker.lock_many", worker_sql::kLockMany},
-          {"worker.lock_many_with_deadline", worker_sql::kLockManyWithDeadline},
           {"worker.complete", worker_sql::kComplete},
           {"worker.complete_many", worker_sql::kCompleteMany},
           {"worker.transaction_ended", worker_sql::kTransactionEnded},
           {"worker.fail", worker_sql::kFail},
           {"worker.hand_back", worker_sql::kHandBack},
           {"worker.renew_leases", worker_sql::kRenewLeases},
-          {"worker.set_deadline", worker_sql::kSetDeadline},
           {"worker.set_tenant", worker_sql::kSetTenant}};
 }
 

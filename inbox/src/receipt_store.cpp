@@ -43,7 +43,6 @@ ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::stri
   release_ = detail::with_schema(worker_sql::kReleaseExpired, schema);
   lock_ = detail::with_schema(worker_sql::kLock, schema);
   lock_many_ = detail::with_schema(worker_sql::kLockMany, schema);
-  lock_many_with_deadline_ = detail::with_schema(worker_sql::kLockManyWithDeadline, schema);
   complete_ = detail::with_schema(worker_sql::kComplete, schema);
   complete_many_ = detail::with_schema(worker_sql::kCompleteMany, schema);
   transaction_ended_ = worker_sql::kTransactionEnded;
@@ -98,29 +97,20 @@ bool ReceiptStore::terminate_backend(int backend_pid, std::chrono::milliseconds 
   return !rows.empty() && rows[0][0].as<bool>();
 }
 
-std::optional<std::string> ReceiptStore::lock(Tx& tx, const ClaimedReceipt& receipt) {
-  const auto rows = tx.exec_prepared("boxcar.worker.lock." + schema_, lock_, receipt.id, receipt.claim_token);
+std::optional<std::string> ReceiptStore::lock(Tx& tx, const ClaimedReceipt& receipt, TransactionDeadline deadline) {
+  const auto rows =
+      tx.exec_prepared("boxcar.worker.lock." + schema_, lock_, receipt.id, receipt.claim_token,
+                       std::to_string(deadline.statement_timeout_ms), std::to_string(deadline.idle_timeout_ms));
   if (rows.empty()) return std::nullopt;
   return rows[0]["xact_id"].as<std::string>();
 }
 
-ReceiptStore::LockedBatch ReceiptStore::lock_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts) {
+ReceiptStore::LockedBatch ReceiptStore::lock_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts,
+                                                  TransactionDeadline deadline) {
   LockedBatch locked;
   for (const auto& row :
-       tx.exec_prepared("boxcar.worker.lock_many." + schema_, lock_many_, id_array(receipts), token_array(receipts))) {
-    locked.ids.push_back(row["id"].as<std::int64_t>());
-    locked.xact_id = row["xact_id"].as<std::string>();
-  }
-  return locked;
-}
-
-ReceiptStore::LockedBatch ReceiptStore::lock_many_with_deadline(Tx& tx, std::span<const ClaimedReceipt* const> receipts,
-                                                                long long statement_timeout_ms,
-                                                                long long idle_timeout_ms) {
-  LockedBatch locked;
-  for (const auto& row : tx.exec_prepared("boxcar.worker.lock_many_with_deadline." + schema_, lock_many_with_deadline_,
-                                          id_array(receipts), token_array(receipts),
-                                          std::to_string(statement_timeout_ms), std::to_string(idle_timeout_ms))) {
+       tx.exec_prepared("boxcar.worker.lock_many." + schema_, lock_many_, id_array(receipts), token_array(receipts),
+                        std::to_string(deadline.statement_timeout_ms), std::to_string(deadline.idle_timeout_ms))) {
     locked.ids.push_back(row["id"].as<std::int64_t>());
     locked.xact_id = row["xact_id"].as<std::string>();
   }

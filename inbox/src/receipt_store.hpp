@@ -2,6 +2,7 @@
 // worker_queries.hpp, each prepared once per connection.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -70,20 +71,31 @@ class ReceiptStore {
   /// it was signalled.
   bool terminate_backend(int backend_pid, std::chrono::milliseconds running_for);
 
-  /// Locks the receipt in `tx` if it is still claimed under its token; returns the
-  /// database transaction id (xid8 as text) for complete(), or nullopt when stale.
-  std::optional<std::string> lock(Tx& tx, const ClaimedReceipt& receipt);
+  /// The deadline the lock statements set for the rest of their transaction, in ms,
+  /// transaction-local: statement_timeout for each statement, and
+  /// idle_in_transaction_session_timeout 500 ms longer for the gaps a handler leaves while
+  /// it works outside the database (then the session ends and its locks go).
+  struct TransactionDeadline {
+    long long statement_timeout_ms;
+    long long idle_timeout_ms;
+    static TransactionDeadline until(std::chrono::steady_clock::time_point deadline) {
+      const long long ms = std::max<long long>(
+          1,
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+      return {.statement_timeout_ms = ms, .idle_timeout_ms = ms + 500};
+    }
+  };
+  /// Locks the receipt in `tx` if it is still claimed under its token and sets `deadline`,
+  /// in one round trip; returns the database transaction id (xid8 as text) for
+  /// complete(), or nullopt when stale.
+  std::optional<std::string> lock(Tx& tx, const ClaimedReceipt& receipt, TransactionDeadline deadline);
   struct LockedBatch {
     std::vector<std::int64_t> ids;
     std::string xact_id;  // empty when nothing was locked
   };
-  /// Locks every receipt still claimed under its token; returns their ids and the
-  /// database transaction id.
-  LockedBatch lock_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts);
-  /// lock_many() that also sets the transaction's deadline (statement_timeout and
-  /// idle_in_transaction_session_timeout, transaction-local) in the same round trip.
-  LockedBatch lock_many_with_deadline(Tx& tx, std::span<const ClaimedReceipt* const> receipts,
-                                      long long statement_timeout_ms, long long idle_timeout_ms);
+  /// Locks every receipt still claimed under its token and sets `deadline`, in one round
+  /// trip; returns their ids and the database transaction id.
+  LockedBatch lock_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts, TransactionDeadline deadline);
   /// Completes the receipt in `tx`, if `tx` is still the database transaction `xact_id`
   /// that locked it; returns seconds since it was accepted, or nullopt when the claim
   /// went stale or the transaction was ended (tell them apart with transaction_ended()).
@@ -115,8 +127,8 @@ class ReceiptStore {
  private:
   std::shared_ptr<ConnectionPool> pool_;
   std::string schema_;
-  std::string claim_, claim_fair_, claim_suspect_, suspect_due_, start_solo_, release_, lock_, lock_many_,
-      lock_many_with_deadline_, complete_, complete_many_, transaction_ended_, fail_, hand_back_, renew_leases_;
+  std::string claim_, claim_fair_, claim_suspect_, suspect_due_, start_solo_, release_, lock_, lock_many_, complete_,
+      complete_many_, transaction_ended_, fail_, hand_back_, renew_leases_;
 };
 
 }  // namespace boxcar::detail

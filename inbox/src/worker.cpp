@@ -169,7 +169,8 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
       stopping_ = true;
       unstarted.swap(queue_);
     }
-    queue_changed_.notify_all();
+    work_available_.notify_all();
+    room_or_idle_.notify_all();
     dispatcher_.join();
     {
       std::lock_guard q(queue_mutex_);  // the dispatcher may have pushed one last claim
@@ -180,7 +181,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     in_flight_.cancel_signals();
     {
       std::unique_lock q(queue_mutex_);
-      queue_changed_.wait_until(q, Clock::now() + options_.shutdown_grace, [&] { return busy_threads_ == 0; });
+      room_or_idle_.wait_until(q, Clock::now() + options_.shutdown_grace, [&] { return busy_threads_ == 0; });
     }
     if (in_flight_.size() > 0) {
       log_->warn("shutdown grace of {} ms over: cancelling {} in-flight handler transactions",
@@ -192,7 +193,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     std::vector<Abandonment> abandoned;
     {
       std::unique_lock q(queue_mutex_);
-      queue_changed_.wait_until(q, Clock::now() + kCancelWait, [&] { return busy_threads_ == 0; });
+      room_or_idle_.wait_until(q, Clock::now() + kCancelWait, [&] { return busy_threads_ == 0; });
       for (const auto& slot : std::vector(slots_))
         if (slot->busy)
           abandoned.push_back(
@@ -200,7 +201,8 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
                              in_flight_.abandon(slot->id, [&](pqxx::connection& c) { pool_->abandon_loan(c); })));
       supervising_ = false;
     }
-    queue_changed_.notify_all();
+    work_available_.notify_all();
+    room_or_idle_.notify_all();
     supervisor_wakeup_.notify_all();
     for (auto& a : abandoned) report(a);
     supervisor_.join();
@@ -292,6 +294,9 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
 
   // Claimed-but-unstarted work is bounded, so leases do not run out in the local queue.
   std::size_t queue_capacity() const { return options_.concurrency * options_.batch_size * 2; }
+  // The dispatcher refills a busy queue once it is down to half: one claim of half the
+  // capacity instead of a claim, and a dispatcher wake-up, for every message taken.
+  std::size_t refill_level() const { return queue_capacity() / 2; }
 
   void hand_back(const std::vector<detail::ClaimedReceipt>& receipts) {
     if (receipts.empty()) return;
@@ -375,7 +380,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
       backlogged_[index] = full;
       for (auto& r : got) queue_.push_back(std::move(r));
     }
-    queue_changed_.notify_all();
+    work_available_.notify_all();
     return got.size();
   }
 
@@ -423,8 +428,12 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   // The dispatcher is the only writer and writes under queue_mutex_, so it may read the
   // flag without the lock; handler threads read it under the lock.
   void set_suspect_lane(bool open) {
-    std::lock_guard q(queue_mutex_);
-    suspect_lane_ = open;
+    {
+      std::lock_guard q(queue_mutex_);
+      suspect_lane_ = open;
+    }
+    // Closing it lets idle handler threads claim a backlog for themselves again.
+    if (!open) work_available_.notify_all();
   }
 
   // Lease recovery for every owned consumer: expired claims go back as suspects (or DEAD),
@@ -469,8 +478,8 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         // A full queue waits for room, the suspect lane for an idle process; neither waits
         // past the next lease recovery.
         std::unique_lock q(queue_mutex_);
-        queue_changed_.wait_until(q, next_recovery, [&] {
-          return stopping_ || (suspect_lane_ ? idle_locked() : queue_.size() < queue_capacity());
+        room_or_idle_.wait_until(q, next_recovery, [&] {
+          return stopping_ || (suspect_lane_ ? idle_locked() : queue_.size() <= refill_level());
         });
         if (stopping_) break;
       }
@@ -521,7 +530,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
 
   void sleep_unless_stopping(std::chrono::milliseconds duration) {
     std::unique_lock q(queue_mutex_);
-    queue_changed_.wait_for(q, duration, [&] { return stopping_; });
+    room_or_idle_.wait_for(q, duration, [&] { return stopping_; });
   }
 
   // Under queue_mutex_. The thread holds the Impl and its slot, so it may outlive both
@@ -538,9 +547,10 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     while (true) {
       std::vector<detail::ClaimedReceipt> batch;
       std::optional<std::size_t> self_claim;
+      std::size_t queue_level = 0;
       {
         std::unique_lock q(queue_mutex_);
-        queue_changed_.wait(q, [&] {
+        work_available_.wait(q, [&] {
           return stopping_ || slot.abandoned || !queue_.empty() || (self_claim = backlogged_consumer_locked());
         });
         if (stopping_ || slot.abandoned) return;
@@ -548,6 +558,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
           batch.push_back(std::move(queue_.front()));
           queue_.pop_front();
         }
+        queue_level = queue_.size();
         slot.batch = &batch;
         slot.busy = true;
         ++busy_threads_;
@@ -569,15 +580,16 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
             --busy_threads_;
           }
           q.unlock();
-          queue_changed_.notify_all();
+          room_or_idle_.notify_all();
           if (slot.abandoned) return;
           continue;
         }
         batch = std::move(got);  // under the lock: an abandonment may describe it
-      } else {
-        queue_changed_.notify_all();  // room for the dispatcher
+      } else if (queue_level <= refill_level()) {
+        room_or_idle_.notify_all();  // the dispatcher refills
       }
       processor_.process(batch, watchdog);
+      bool idle = false;
       {
         std::lock_guard q(queue_mutex_);
         if (slot.abandoned) {
@@ -593,9 +605,10 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         }
         slot.batch = nullptr;
         slot.busy = false;
-        --busy_threads_;
+        idle = --busy_threads_ == 0;
       }
-      queue_changed_.notify_all();
+      // Only an idle process matters to the waiters: the suspect lane and stop().
+      if (idle) room_or_idle_.notify_all();
     }
   }
 
@@ -632,7 +645,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
           abandoned = abandon_locked(*it, "its deadline", attempt);
           if (!stopping_) spawn_handler_thread();
         }
-        queue_changed_.notify_all();
+        room_or_idle_.notify_all();
         report(*abandoned);
       }
     }
@@ -704,7 +717,11 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   std::mutex lifecycle_;
   bool running_ = false;
   std::mutex queue_mutex_;
-  std::condition_variable queue_changed_;
+  // Two conditions, so that no queue change wakes threads with nothing to do: handler
+  // threads wait for work (claims queued, a backlog to claim from, stop), the dispatcher
+  // and stop() for room in the queue or an idle process (a take, a handler's end).
+  std::condition_variable work_available_;
+  std::condition_variable room_or_idle_;
   // The supervisor's own: it has nothing to do on the queue changes of every message.
   std::condition_variable supervisor_wakeup_;
   std::deque<detail::ClaimedReceipt> queue_;

@@ -308,33 +308,31 @@ WHERE pid = $1
 // re-claimer's SKIP LOCKED passes over this row while the handler runs. It also returns
 // the transaction's id (the row lock assigns one anyway): the completion checks that it
 // still runs in this transaction, which a handler's raw COMMIT or ROLLBACK would end.
+// The transaction's deadline rides on it, one round trip fewer per message: $3 and $4 are
+// statement_timeout and idle_in_transaction_session_timeout in ms (PostgreSQL 15 has no
+// transaction_timeout), set transaction-local, so they bound the statements after this
+// one. It runs in the transaction the handler shares (context.tx), so it qualifies
+// set_config instead of pinning a search_path the handler would also see. This statement
+// waits only for a row claimed under this worker's token (a lock held elsewhere means a
+// stale claim, which the supervisor's deadline cancels like any statement of the
+// attempt). MATERIALIZED: evaluated once.
 inline constexpr const char* kLock = R"sql(
-SELECT id, pg_catalog.pg_current_xact_id()::text AS xact_id
-FROM {schema}.inbox_receipts
-WHERE id = $1
-  AND claim_token = $2::uuid
-FOR NO KEY UPDATE
-)sql";
-
-// Batched mode: lock every receipt of the batch still claimed under its token, and
-// return the transaction's id as kLock does.
-// $1: bigint[] of ids, $2: uuid[] of tokens, pairwise.
-inline constexpr const char* kLockMany = R"sql(
-SELECT r.id, pg_catalog.pg_current_xact_id()::text AS xact_id
-FROM {schema}.inbox_receipts AS r
-JOIN ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
-  ON r.id = c.id AND r.claim_token = c.token
-ORDER BY r.id
+WITH deadline AS MATERIALIZED (
+  SELECT pg_catalog.set_config('statement_timeout', $3::text, true) AS statement_timeout,
+         pg_catalog.set_config('idle_in_transaction_session_timeout', $4::text, true) AS idle_timeout
+)
+SELECT r.id, pg_catalog.pg_current_xact_id()::text AS xact_id, d.statement_timeout
+FROM deadline AS d
+CROSS JOIN {schema}.inbox_receipts AS r
+WHERE r.id = $1
+  AND r.claim_token = $2::uuid
 FOR NO KEY UPDATE OF r
 )sql";
 
-// The batch handler's lock (docs/worker.md, "Batch handlers"): kLockMany and kSetDeadline
-// in one round trip. $3 and $4 are statement_timeout and
-// idle_in_transaction_session_timeout in ms, set transaction-local as kSetDeadline does;
-// they bound the statements after this one. This one waits only for rows claimed under
-// this worker's tokens (a lock held elsewhere means a stale claim, which the supervisor's
-// deadline cancels like any statement of the batch). MATERIALIZED: evaluated once.
-inline constexpr const char* kLockManyWithDeadline = R"sql(
+// Batched modes and batch handlers (docs/worker.md, "Batch handlers"): kLock for every
+// receipt of the batch still claimed under its token, the deadline set the same way.
+// $1: bigint[] of ids, $2: uuid[] of tokens, pairwise; $3, $4 as in kLock.
+inline constexpr const char* kLockMany = R"sql(
 WITH deadline AS MATERIALIZED (
   SELECT pg_catalog.set_config('statement_timeout', $3::text, true) AS statement_timeout,
          pg_catalog.set_config('idle_in_transaction_session_timeout', $4::text, true) AS idle_timeout
@@ -456,14 +454,6 @@ SET lease_expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $3::d
 FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
 WHERE r.id = c.id
   AND r.claim_token = c.token
-)sql";
-
-// The handler transaction's deadline ($1 ms for each statement, $2 ms for an idle gap),
-// transaction-local. It runs in the transaction the handler shares (context.tx), so it
-// qualifies set_config instead of pinning a search_path the handler would also see.
-inline constexpr const char* kSetDeadline = R"sql(
-SELECT pg_catalog.set_config('statement_timeout', $1, true),
-       pg_catalog.set_config('idle_in_transaction_session_timeout', $2, true)
 )sql";
 
 // worker.tenant_setting (docs/security.md, section 4): before each handler, the message's

@@ -48,6 +48,11 @@ class DeadlineWatchdog {
   std::condition_variable changed_;
   std::function<void()> action_;
   std::chrono::steady_clock::time_point deadline_;
+  // When the watchdog thread wakes next (max while nothing is armed). arm() wakes it only
+  // for an earlier deadline and disarm() never does: with one handler after another, each
+  // deadline later than the last, the thread sleeps through them instead of waking twice
+  // per message, and at its wake-up sleeps on until whatever is armed then.
+  std::chrono::steady_clock::time_point wakes_at_ = std::chrono::steady_clock::time_point::max();
   bool armed_ = false;
   bool firing_ = false;
   bool stopping_ = false;
