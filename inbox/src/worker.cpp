@@ -343,7 +343,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   }
 
   // One claim statement for owned_[index], counted: the stat and metric show what
-  // wake-ups cost. Fair (the default) shares the limit out over the consumer's scopes,
+  // wake-ups cost. Fair (WorkerOptions::fair_claims) shares the limit out over the consumer's scopes,
   // round robin from where its last fair claim ended; two claims racing on one cursor
   // only start at the same scope (SKIP LOCKED keeps their receipts apart).
   std::vector<detail::ClaimedReceipt> claim(std::size_t index, std::size_t limit) {

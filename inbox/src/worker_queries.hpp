@@ -15,8 +15,8 @@
 namespace boxcar::worker_sql {
 
 // Claim due receipts of one consumer, oldest due first: an index scan on
-// inbox_receipts_claimable. The unfair claim (WorkerOptions::fair_claims = false; kClaimFair
-// is the default). Autocommit, so the claim is durable before any handler runs. Suspects are left to the
+// inbox_receipts_claimable. The unfair claim (WorkerOptions::fair_claims = false, the
+// default; kClaimFair otherwise). Autocommit, so the claim is durable before any handler runs. Suspects are left to the
 // suspect lane (kClaimSuspect): they run only alone.
 inline constexpr const char* kClaim = R"sql(
 WITH due AS (
@@ -126,14 +126,20 @@ shares AS MATERIALIZED (
         SELECT id
         FROM {schema}.inbox_receipts
         WHERE consumer = $1
-          AND scope_kind = s.scope_kind
-          AND scope_id = s.scope_id
+          -- The scope as a range of (scope_kind, scope_id), not two equalities: with
+          -- equalities the planner drops the scope columns from the ORDER BY below as
+          -- constant, and then inbox_receipts_claimable (consumer, available_at) has the
+          -- order too. With statistics that saw one scope only (a hot tenant's backlog
+          -- analysed before the others arrived) it chose that index and walked the hot
+          -- tenant's older rows for every other scope's share: 0.4 s per claim at a
+          -- 100,000 backlog, until the next ANALYZE (docs/benchmarks.md, "Tenth
+          -- session"). As a range the scope columns stay in the order, which only
+          -- inbox_receipts_claimable_scope provides, and bound its scan.
+          AND (scope_kind, scope_id) >= (s.scope_kind, s.scope_id)
+          AND (scope_kind, scope_id) <= (s.scope_kind, s.scope_id)
           AND status IN ('PENDING', 'RETRYABLE')
           AND available_at <= pg_catalog.now()
           AND NOT suspect
-        -- The scope columns too: only inbox_receipts_claimable_scope has this order, so the
-        -- planner never walks inbox_receipts_claimable past other scopes' rows instead
-        -- (which it would when its statistics saw one scope only).
         ORDER BY scope_kind, scope_id, available_at
         LIMIT share.per_scope
         FOR NO KEY UPDATE SKIP LOCKED

@@ -67,8 +67,8 @@ struct WorkerOptions {
   /// rest to the oldest due, so one tenant's backlog or poison messages cannot starve the
   /// others; false claims the oldest due receipts whoever they belong to. The fair claim
   /// costs about one index descent per scope it visits (at most claim_limit), never a
-  /// scan of a backlog (docs/worker.md, "Claims"; docs/benchmarks.md). Off by default
-  /// until its slow mode under load (docs/benchmarks.md, "fairness") is understood.
+  /// scan of a backlog (docs/worker.md, "Claims"; docs/benchmarks.md). Off by default;
+  /// its slow mode under load was a plan, fixed (docs/benchmarks.md, "Tenth session").
   bool fair_claims = false;
   /// How long a claim is owned. Must exceed handler_timeout by at least 1 s, whatever the
   /// batch size: re-running a batch renews the waiting receipts' leases (docs/worker.md,
