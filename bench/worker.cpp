@@ -25,6 +25,8 @@
 //                   the guarantee costs and what the rest of the Worker costs.
 //   session_reset_t16  per_message_t16 with the pool's session reset (the default) vs the
 //                   same Worker with PoolOptions::reset_sessions = false: the reset's cost.
+//   fair_claims_t16  batched_t16 with the tenant-fair claim (the default) vs the same Worker
+//                   with fair_claims = false, on one tenant: what fairness costs there.
 // --case NAME (repeatable) runs only the named cases (and skips the latency run unless
 // --case latency is given); --case rss only the peak-RSS probe (bench/rss_probe.cpp).
 // The last lines are `ratio CASE VALUE TARGET` for the 16-thread cases.
@@ -64,6 +66,8 @@ constexpr double kTargetPerMessage = 0.80;
 constexpr double kTargetBatched = 0.70;
 constexpr double kTargetSessionReset = 0.90;
 constexpr double kTargetBatchHandler = 0.90;
+// Fairness is worth a little throughput where one tenant has everything, not more.
+constexpr double kTargetFairClaims = 0.90;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -135,11 +139,21 @@ class InsertRows final : public boxcar::InboxBatchHandler {
   }
 };
 
-Measurement drain_boxcar(const std::string& url, int threads, std::size_t batch_size, int count,
-                         boxcar::BatchFailureMode mode = boxcar::WorkerOptions{}.batch_failure_mode,
-                         bool reset_sessions = true, bool batch_handler = false) {
+// How a drain_boxcar() Worker runs; the defaults are the Worker's own.
+struct Shape {
+  std::size_t batch_size = 1;
+  boxcar::BatchFailureMode mode = boxcar::WorkerOptions{}.batch_failure_mode;
+  bool reset_sessions = boxcar::PoolOptions{}.reset_sessions;
+  bool batch_handler = false;
+  bool fair_claims = boxcar::WorkerOptions{}.fair_claims;
+};
+
+Measurement drain_boxcar(const std::string& url, int threads, int count, const Shape& shape) {
+  const auto batch_size = shape.batch_size;
+  const auto mode = shape.mode;
+  const bool batch_handler = shape.batch_handler;
   auto pool = boxcar::ConnectionPool::create(
-      {.url = url, .size = static_cast<std::size_t>(threads) + 2, .reset_sessions = reset_sessions});
+      {.url = url, .size = static_cast<std::size_t>(threads) + 2, .reset_sessions = shape.reset_sessions});
   boxcar::Worker worker(pool,
                         {.schema = kBoxcarSchema,
                          .consumers = {kConsumer},
@@ -147,6 +161,7 @@ Measurement drain_boxcar(const std::string& url, int threads, std::size_t batch_
                          .batch_size = batch_size,
                          .batch_failure_mode = mode,
                          .claim_limit = kClaim,
+                         .fair_claims = shape.fair_claims,
                          .lease = 60s,
                          .handler_timeout = 30s,
                          .poll_interval = 50ms},
@@ -401,7 +416,7 @@ int main(int argc, char** argv) {
         results.push_back(boxcar::bench::compare(
             name, std::to_string(threads) + " threads, msg/s" + (batched ? ", batch 32 vs (b)" : " vs (a)"), rounds,
             [&] { load(url, messages); }, [&] { return drain_raw(url, threads, batched); },
-            [&] { return drain_boxcar(url, threads, batched ? kClaim : 1, messages); }, std::cout));
+            [&] { return drain_boxcar(url, threads, messages, {.batch_size = batched ? kClaim : 1}); }, std::cout));
       }
     }
     // The other way to survive a failing handler in a batch, on the same footing.
@@ -409,17 +424,17 @@ int main(int argc, char** argv) {
       results.push_back(boxcar::bench::compare(
           "batched_savepoint_t16", "16 threads, msg/s, batch 32 (Savepoint mode) vs (b)", rounds,
           [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true); },
-          [&] { return drain_boxcar(url, 16, kClaim, messages, boxcar::BatchFailureMode::Savepoint); }, std::cout));
+          [&] {
+            return drain_boxcar(url, 16, messages, {.batch_size = kClaim, .mode = boxcar::BatchFailureMode::Savepoint});
+          },
+          std::cout));
     // Batch handlers against the physical bound: claim 32, one unnest insert, one bulk
     // complete, commit (c).
     if (wanted("batch_handler_t16"))
       results.push_back(boxcar::bench::compare(
           "batch_handler_t16", "16 threads, msg/s, batch handler of 32 (one unnest insert) vs (c)", rounds,
           [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true, Raw::Unnest); },
-          [&] {
-            return drain_boxcar(url, 16, kClaim, messages, boxcar::WorkerOptions{}.batch_failure_mode, true, true);
-          },
-          std::cout));
+          [&] { return drain_boxcar(url, 16, messages, {.batch_size = kClaim, .batch_handler = true}); }, std::cout));
     // Diagnostic, only when named: batch_handler_t16 without the pool's session reset, to
     // show what that round trip costs a batch (docs/benchmarks.md, issue 13).
     if (std::find(only.begin(), only.end(), "batch_handler_noreset_t16") != only.end())
@@ -427,25 +442,30 @@ int main(int argc, char** argv) {
           "batch_handler_noreset_t16", "16 threads, msg/s, batch handler of 32, no session reset, vs (c)", rounds,
           [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true, Raw::Unnest); },
           [&] {
-            return drain_boxcar(url, 16, kClaim, messages, boxcar::WorkerOptions{}.batch_failure_mode, false, true);
+            return drain_boxcar(url, 16, messages,
+                                {.batch_size = kClaim, .reset_sessions = false, .batch_handler = true});
           },
           std::cout));
     if (std::find(only.begin(), only.end(), "batch_handler_lockedraw_t16") != only.end())
       results.push_back(boxcar::bench::compare(
           "batch_handler_lockedraw_t16", "16 threads, msg/s, batch handler of 32 vs (c) + lock under tokens", rounds,
           [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true, Raw::UnnestLocked); },
-          [&] {
-            return drain_boxcar(url, 16, kClaim, messages, boxcar::WorkerOptions{}.batch_failure_mode, true, true);
-          },
-          std::cout));
+          [&] { return drain_boxcar(url, 16, messages, {.batch_size = kClaim, .batch_handler = true}); }, std::cout));
     // What the pool's session reset costs: one more round trip per handler transaction.
     // Here the "baseline" is Boxcar itself with the reset turned off.
     if (wanted("session_reset_t16"))
       results.push_back(boxcar::bench::compare(
           "session_reset_t16", "16 threads, msg/s, batch 1, reset vs no reset", options.rounds,
+          [&] { load(url, messages); }, [&] { return drain_boxcar(url, 16, messages, {.reset_sessions = false}); },
+          [&] { return drain_boxcar(url, 16, messages, {}); }, std::cout));
+    // What the tenant-fair claim (the default) costs where there is one tenant: batched_t16
+    // against the same Worker with the oldest-due-first claim.
+    if (wanted("fair_claims_t16"))
+      results.push_back(boxcar::bench::compare(
+          "fair_claims_t16", "16 threads, msg/s, batch 32, fair vs oldest-due claim", rounds,
           [&] { load(url, messages); },
-          [&] { return drain_boxcar(url, 16, 1, messages, boxcar::WorkerOptions{}.batch_failure_mode, false); },
-          [&] { return drain_boxcar(url, 16, 1, messages); }, std::cout));
+          [&] { return drain_boxcar(url, 16, messages, {.batch_size = kClaim, .fair_claims = false}); },
+          [&] { return drain_boxcar(url, 16, messages, {.batch_size = kClaim, .fair_claims = true}); }, std::cout));
     if (only.empty() || wanted("latency")) measure_latency(url, 500, 6.0);
     std::cout << "\n";
     boxcar::bench::print_table(std::cout, results);
@@ -454,6 +474,7 @@ int main(int argc, char** argv) {
       if (r.name == "per_message_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetPerMessage);
       if (r.name == "batched_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetBatched);
       if (r.name == "session_reset_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetSessionReset);
+      if (r.name == "fair_claims_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetFairClaims);
       if (r.name == "batch_handler_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetBatchHandler);
     }
     if (wanted("rss")) measure_rss(url);

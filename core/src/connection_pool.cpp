@@ -87,6 +87,12 @@ PooledConnection::~PooledConnection() {
   pool_->give_back(PooledConnection::Slot{std::move(connection_), std::move(prepared_)}, reusable);
 }
 
+void PooledConnection::session_reset_by_commit(const std::vector<std::string>& session_prepared) noexcept {
+  reset_on_return_ = false;
+  if (discard_) return;
+  if (!detail::check_prepared(*connection_, prepared_, session_prepared)) discard_ = true;
+}
+
 void PooledConnection::prepare_once(const std::string& name, const std::string& sql) {
   if (prepared_.contains(name)) return;
   connection_->prepare(name, sql);

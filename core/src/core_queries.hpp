@@ -6,6 +6,8 @@
 // "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 #pragma once
 
+#include "sql_concat.hpp"
+
 namespace boxcar::detail::core_sql {
 
 // --- Migration lock ------------------------------------------------------------------
@@ -155,14 +157,15 @@ inline constexpr const char* kNotifyMany =
     "     pg_catalog.unnest($2::text[]) AS n(payload)";
 
 // Run on a pooled connection whose loan may have run application code, before it is
-// reused: what DISCARD ALL does, minus DEALLOCATE ALL and DISCARD PLANS, in one round trip
-// (DISCARD ALL itself cannot run in the implicit transaction of a multi-statement string).
-// Prepared statements stay: libpqxx 6.4 remembers which ones it registered and would
-// never re-prepare them after a DEALLOCATE it did not issue itself. The last statement
-// lists them so the pool can check that the server holds exactly the ones libpqxx knows.
-// SET SESSION AUTHORIZATION DEFAULT comes first: it is always allowed (it returns to the
-// authenticated user) and gives RESET ALL its privileges back after a SET ROLE.
-inline constexpr const char* kResetSession =
+// reused: what DISCARD ALL does, minus DEALLOCATE ALL and DISCARD PLANS (DISCARD ALL
+// itself cannot run in a transaction block, nor in the implicit transaction of a
+// multi-statement string). Prepared statements stay: libpqxx 6.4 remembers which ones it
+// registered and would never re-prepare them after a DEALLOCATE it did not issue itself;
+// the pool checks instead that the server holds exactly the ones libpqxx knows.
+// SET SESSION AUTHORIZATION DEFAULT comes before RESET ALL: it is always allowed (it
+// returns to the authenticated user) and gives RESET ALL its privileges back after a SET
+// ROLE. Every statement here also runs inside a transaction block (kCommitAndResetSession).
+inline constexpr char kResetStatements[] =
     "CLOSE ALL;\n"
     "SET SESSION AUTHORIZATION DEFAULT;\n"
     "RESET ROLE;\n"
@@ -170,7 +173,23 @@ inline constexpr const char* kResetSession =
     "UNLISTEN *;\n"
     "SELECT pg_catalog.pg_advisory_unlock_all();\n"
     "DISCARD TEMP;\n"
-    "DISCARD SEQUENCES;\n"
-    "SELECT name FROM pg_catalog.pg_prepared_statements";
+    "DISCARD SEQUENCES;\n";
+
+// The reset after the loan's last transaction, in autocommit (one round trip); the last
+// statement lists the server's prepared statements for that check.
+inline constexpr auto kResetSessionText =
+    concat_sql(kResetStatements, "SELECT name FROM pg_catalog.pg_prepared_statements");
+inline constexpr const char* kResetSession = kResetSessionText.data();
+
+// The reset riding on the loan's last COMMIT (Tx::commit_and_reset_session), in its
+// transaction block, so it costs no round trip of its own. SET CONSTRAINTS ALL IMMEDIATE
+// first: deferred constraints and constraint triggers run there, with the transaction's
+// role and settings, as they would have at COMMIT, and nothing is left for COMMIT to run
+// after the reset. The prepared-statement list comes from the owner's last statement
+// before it (PQexec returns only the last result of a string); a reset statement that
+// fails aborts the block, so the string never commits without its reset.
+inline constexpr auto kCommitAndResetSessionText =
+    concat_sql("SET CONSTRAINTS ALL IMMEDIATE;\n", kResetStatements, "COMMIT");
+inline constexpr const char* kCommitAndResetSession = kCommitAndResetSessionText.data();
 
 }  // namespace boxcar::detail::core_sql

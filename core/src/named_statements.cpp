@@ -30,7 +30,8 @@ std::vector<NamedStatement> core_unprepared_statements() {
           {"core.add_compatible_with", core_sql::kAddCompatibleWith},
           {"core.reset_search_path", core_sql::kResetSearchPath},
           {"core.drop_index_concurrently", core_sql::kDropIndexConcurrently},
-          {"core.reset_session", core_sql::kResetSession}};
+          {"core.reset_session", core_sql::kResetSession},
+          {"core.commit_and_reset_session", core_sql::kCommitAndResetSession}};
 }
 
 }  // namespace boxcar::detail

@@ -15,13 +15,24 @@ bool reset_session(pqxx::connection& connection, std::unordered_set<std::string>
       pqxx::nontransaction statement(connection);
       on_server = statement.exec(core_sql::kResetSession);
     }
+    std::vector<std::string> names;
+    names.reserve(on_server.size());
+    for (const auto& row : on_server) names.emplace_back(row["name"].c_str());
+    return check_prepared(connection, prepared, names);
+  } catch (...) {
+    return false;
+  }
+}
+
+bool check_prepared(pqxx::connection& connection, std::unordered_set<std::string>& prepared,
+                    const std::vector<std::string>& on_server) noexcept {
+  try {
     std::unordered_set<std::string> registered;
-    for (const auto& row : on_server) {
-      std::string name = row["name"].c_str();
+    for (const auto& name : on_server) {
       // Prepared outside prepare_once(): libpqxx may not know it, and the next borrower's
       // PREPARE of that name would fail. Only a new session clears it safely.
       if (!prepared.contains(name)) return false;
-      registered.insert(std::move(name));
+      registered.insert(name);
     }
     std::vector<std::string> missing;
     for (const auto& name : prepared)

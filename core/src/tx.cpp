@@ -3,13 +3,17 @@
 
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "boxcar/core/detail/database_errors.hpp"
+#include "core_queries.hpp"
+#include "transaction_work.hpp"
 
 namespace boxcar {
 
 Tx::Tx(PooledConnection connection) : connection_(std::move(connection)) {
   try {
-    work_ = std::make_unique<pqxx::work>(*connection_);
+    work_ = std::make_unique<detail::TransactionWork>(*connection_);
   } catch (...) {
     connection_.discard();
     throw detail::to_database_error(std::current_exception(), "beginning a transaction", false);
@@ -39,6 +43,35 @@ void Tx::commit() {
     throw detail::to_database_error(std::current_exception(), "committing", true);
   }
   work_.reset();
+  run_commit_callbacks();
+}
+
+void Tx::commit_and_reset_session(const std::string& session_prepared) {
+  if (!connection_.resets_on_return()) return commit();
+  auto& transaction = static_cast<detail::TransactionWork&>(work());
+  transaction.set_commit_command(detail::core_sql::kCommitAndResetSession);
+  try {
+    transaction.commit();
+  } catch (...) {
+    // A reset statement that failed aborted the transaction block before its COMMIT,
+    // and libpqxx sends no ROLLBACK after a failed commit: only a new session is clean.
+    work_.reset();
+    connection_.discard();
+    throw detail::to_database_error(std::current_exception(), "committing", true);
+  }
+  work_.reset();
+  std::vector<std::string> names;
+  try {
+    if (!session_prepared.empty()) names = nlohmann::json::parse(session_prepared).get<std::vector<std::string>>();
+  } catch (...) {
+    // Not the column's value: the check cannot run, so the session cannot be trusted.
+    connection_.discard();
+  }
+  connection_.session_reset_by_commit(names);
+  run_commit_callbacks();
+}
+
+void Tx::run_commit_callbacks() noexcept {
   auto callbacks = std::move(on_commit_);
   for (auto& callback : callbacks) {
     try {

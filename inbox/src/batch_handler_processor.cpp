@@ -75,6 +75,7 @@ void MessageProcessor::process_handler_batch(const std::vector<const ClaimedRece
                           .attempt = r->attempt,
                           .metadata = r->metadata});
     std::vector<std::pair<std::int64_t, double>> completed;
+    std::string session_prepared;
     try {
       BatchOutcomes outcomes;
       {
@@ -108,7 +109,9 @@ void MessageProcessor::process_handler_batch(const std::vector<const ClaimedRece
       if (failed.empty()) {
         // Work the handler deferred to COMMIT must not run as the batch's tenant.
         set_tenant(tx, options_.tenant_setting, Scope::global());
-        completed = store_.complete_many(tx, locked, lock.xact_id);
+        auto completion = store_.complete_many(tx, locked, lock.xact_id);
+        completed = std::move(completion.receipts);
+        session_prepared = std::move(completion.session_prepared);
         if (completed.size() < locked.size() && store_.transaction_ended(tx, lock.xact_id))
           throw HandlerEndedTransaction(kEndedBatchText);
       } else {
@@ -144,7 +147,7 @@ void MessageProcessor::process_handler_batch(const std::vector<const ClaimedRece
     } else {
       BOXCAR_FAILPOINT("worker.before_commit");
       try {
-        tx.commit();
+        tx.commit_and_reset_session(session_prepared);
       } catch (const DatabaseError& e) {
         if (e.uncertain()) {
           // Committed or not, the rows tell: COMPLETED, or PROCESSING until the leases expire.

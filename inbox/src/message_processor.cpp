@@ -296,15 +296,16 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
       return;
     }
     handler_started = true;
-    std::optional<double> age;
+    ReceiptStore::Completion completion;
     try {
       {
         const RunningHandlers running(in_flight_, watchdog, source, tx, deadline, &abandoned);
         invoke(receipt, tx, deadline, source.signal());
       }
       if (Clock::now() >= deadline) throw HandlerTimeout("the handler returned after its deadline");
-      age = store_.complete(tx, receipt, *xact_id);
-      if (!age && store_.transaction_ended(tx, *xact_id)) throw HandlerEndedTransaction(kEndedTransactionText);
+      completion = store_.complete(tx, receipt, *xact_id);
+      if (completion.receipts.empty() && store_.transaction_ended(tx, *xact_id))
+        throw HandlerEndedTransaction(kEndedTransactionText);
     } catch (const HandlerEndedTransaction&) {
       throw;
     } catch (const std::exception& e) {
@@ -318,14 +319,14 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
       if (ended_by_handler(tx, *xact_id)) throw HandlerEndedTransaction(kEndedTransactionText);
       throw;
     }
-    if (!age) {
+    if (completion.receipts.empty()) {
       // Rolled back (Tx's destructor): docs/worker.md, a guard that matches no row.
       report_stale(receipt, "completion found the claim stale; the attempt rolled back");
       return;
     }
     BOXCAR_FAILPOINT("worker.before_commit");
     try {
-      tx.commit();
+      tx.commit_and_reset_session(completion.session_prepared);
     } catch (const DatabaseError& e) {
       if (e.uncertain()) {
         // Committed or not, the row tells: COMPLETED, or PROCESSING until its lease expires.
@@ -341,7 +342,7 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
     BOXCAR_FAILPOINT("worker.after_commit");
     ++stats_.completed;
     observe(receipt, "completed");
-    if (options_.metrics) options_.metrics->accept_to_complete(receipt.consumer, *age);
+    if (options_.metrics) options_.metrics->accept_to_complete(receipt.consumer, completion.receipts.front().second);
     log_event(*log_, LogLevel::Debug, "receipt completed",
               {{"outcome", "completed"},
                {"consumer", receipt.consumer},
@@ -423,6 +424,7 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
     };
     std::vector<RecordedFailure> failed;
     std::vector<std::pair<std::int64_t, double>> completed;
+    std::string session_prepared;
     try {
       {
         const RunningHandlers running(in_flight_, watchdog, source, tx, deadline, &abandoned);
@@ -462,7 +464,11 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
       // Work a handler deferred to COMMIT (deferred triggers) must not run as the last
       // handler's tenant: it sees no tenant, so tenant policies fail closed.
       set_tenant(tx, options_.tenant_setting, Scope::global());
-      if (!succeeded.empty()) completed = store_.complete_many(tx, succeeded, lock.xact_id);
+      if (!succeeded.empty()) {
+        auto completion = store_.complete_many(tx, succeeded, lock.xact_id);
+        completed = std::move(completion.receipts);
+        session_prepared = std::move(completion.session_prepared);
+      }
       if (completed.size() < succeeded.size() && store_.transaction_ended(tx, lock.xact_id))
         throw HandlerEndedTransaction(kEndedBatchText);
     } catch (const HandlerEndedTransaction&) {
@@ -488,7 +494,13 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
       }
       then = Then::RerunIndividually;
     } else {
-      tx.commit();
+      // With nothing completed (every handler failed, savepoint mode) no statement read
+      // the session's prepared statements: the pool resets the session as the loan ends.
+      if (completed.empty()) {
+        tx.commit();
+      } else {
+        tx.commit_and_reset_session(session_prepared);
+      }
       stats_.completed += completed.size();
       for (const auto& [id, age] : completed) {
         // Init-capture: clang before 16 cannot capture a structured binding (tests/fuzz builds with clang-14).

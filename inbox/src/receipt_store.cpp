@@ -117,25 +117,33 @@ ReceiptStore::LockedBatch ReceiptStore::lock_many(Tx& tx, std::span<const Claime
   return locked;
 }
 
-std::optional<double> ReceiptStore::complete(Tx& tx, const ClaimedReceipt& receipt, const std::string& xact_id) {
+ReceiptStore::Completion ReceiptStore::complete(Tx& tx, const ClaimedReceipt& receipt, const std::string& xact_id) {
   const auto rows =
       tx.exec_prepared("boxcar.worker.complete." + schema_, complete_, receipt.id, receipt.claim_token, xact_id);
-  if (rows.empty()) return std::nullopt;
-  return rows[0][0].as<double>();
+  Completion completion;
+  for (const auto& row : rows) {
+    completion.receipts.emplace_back(receipt.id, row["age_seconds"].as<double>());
+    completion.session_prepared = row["session_prepared"].is_null() ? "" : row["session_prepared"].c_str();
+  }
+  return completion;
 }
 
-std::vector<std::pair<std::int64_t, double>> ReceiptStore::complete_many(
-    Tx& tx, std::span<const ClaimedReceipt* const> receipts, const std::string& xact_id) {
+ReceiptStore::Completion ReceiptStore::complete_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts,
+                                                     const std::string& xact_id) {
   // Ordered receipts hand their keys on in the same statement, first; their completion's
   // row trigger then finds each key moved on and has nothing to do.
   std::vector<const ClaimedReceipt*> ordered;
   for (const auto* r : receipts)
     if (r->ordered) ordered.push_back(r);
-  std::vector<std::pair<std::int64_t, double>> completed;
   const auto rows = tx.exec_prepared("boxcar.worker.complete_many." + schema_, complete_many_, id_array(receipts),
                                      token_array(receipts), xact_id, id_array(ordered), token_array(ordered));
-  for (const auto& row : rows) completed.emplace_back(row["id"].as<std::int64_t>(), row["age_seconds"].as<double>());
-  return completed;
+  Completion completion;
+  for (const auto& row : rows) {
+    completion.receipts.emplace_back(row["id"].as<std::int64_t>(), row["age_seconds"].as<double>());
+    if (completion.session_prepared.empty() && !row["session_prepared"].is_null())
+      completion.session_prepared = row["session_prepared"].c_str();
+  }
+  return completion;
 }
 
 bool ReceiptStore::transaction_ended(Tx& tx, const std::string& xact_id) {

@@ -96,15 +96,20 @@ class ReceiptStore {
   /// Locks every receipt still claimed under its token and sets `deadline`, in one round
   /// trip; returns their ids and the database transaction id.
   LockedBatch lock_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts, TransactionDeadline deadline);
+  struct Completion {
+    /// (receipt id, seconds since it was accepted) of each receipt completed.
+    std::vector<std::pair<std::int64_t, double>> receipts;
+    /// What Tx::commit_and_reset_session() needs; empty when nothing was completed.
+    std::string session_prepared;
+  };
   /// Completes the receipt in `tx`, if `tx` is still the database transaction `xact_id`
-  /// that locked it; returns seconds since it was accepted, or nullopt when the claim
-  /// went stale or the transaction was ended (tell them apart with transaction_ended()).
-  std::optional<double> complete(Tx& tx, const ClaimedReceipt& receipt, const std::string& xact_id);
-  /// Completes the receipts in `tx` under the same check; returns (id, seconds since
-  /// accepted) of those that were still claimed. The keys of ordered receipts move on to
-  /// their next receipts first, in one statement for the batch (docs/ordering.md).
-  std::vector<std::pair<std::int64_t, double>> complete_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts,
-                                                             const std::string& xact_id);
+  /// that locked it; returns no receipt when the claim went stale or the transaction was
+  /// ended (tell them apart with transaction_ended()).
+  Completion complete(Tx& tx, const ClaimedReceipt& receipt, const std::string& xact_id);
+  /// Completes the receipts in `tx` under the same check; returns those that were still
+  /// claimed. The keys of ordered receipts move on to their next receipts first, in one
+  /// statement for the batch (docs/ordering.md).
+  Completion complete_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts, const std::string& xact_id);
   /// True when statements on `tx` no longer run in the database transaction `xact_id`:
   /// a handler ended it with a raw COMMIT, ROLLBACK or END.
   /// @throws pqxx errors, e.g. when the transaction is aborted (it is then still open).

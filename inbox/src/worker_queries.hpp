@@ -15,8 +15,8 @@
 namespace boxcar::worker_sql {
 
 // Claim due receipts of one consumer, oldest due first: an index scan on
-// inbox_receipts_claimable. The unfair claim (WorkerOptions::fair_claims = false, the
-// default; kClaimFair otherwise). Autocommit, so the claim is durable before any handler runs. Suspects are left to the
+// inbox_receipts_claimable. The unfair claim (WorkerOptions::fair_claims = false;
+// kClaimFair, the default, otherwise). Autocommit, so the claim is durable before any handler runs. Suspects are left to the
 // suspect lane (kClaimSuspect): they run only alone.
 inline constexpr const char* kClaim = R"sql(
 WITH due AS (
@@ -357,6 +357,9 @@ FOR NO KEY UPDATE OF r
 // its own autocommit transaction, so without that check this UPDATE would commit
 // COMPLETED on its own. There the id is unassigned (NULL) or another one and no row
 // matches. The sub-select is evaluated once, before any row is updated.
+// session_prepared: the last statement of the handler transaction reads the session's
+// prepared statements for Tx::commit_and_reset_session (boxcar::kSessionPreparedColumn),
+// which resets the session in the COMMIT's round trip.
 inline constexpr const char* kComplete = R"sql(
 UPDATE {schema}.inbox_receipts
 SET status = 'COMPLETED',
@@ -369,7 +372,8 @@ SET status = 'COMPLETED',
 WHERE id = $1
   AND claim_token = $2::uuid
   AND (SELECT pg_catalog.pg_current_xact_id_if_assigned()) = $3::xid8
-RETURNING extract(epoch FROM pg_catalog.now() - created_at)::float8
+RETURNING extract(epoch FROM pg_catalog.now() - created_at)::float8 AS age_seconds,
+          (SELECT pg_catalog.json_agg(name) FROM pg_catalog.pg_prepared_statements)::text AS session_prepared
 )sql";
 
 // kComplete for a batch; $3 as in kComplete. $4 and $5 are the ids and claim tokens of the
@@ -397,7 +401,8 @@ CROSS JOIN settled
 WHERE r.id = c.id
   AND r.claim_token = c.token
   AND (SELECT pg_catalog.pg_current_xact_id_if_assigned()) = $3::xid8
-RETURNING r.id, extract(epoch FROM pg_catalog.now() - r.created_at)::float8 AS age_seconds
+RETURNING r.id, extract(epoch FROM pg_catalog.now() - r.created_at)::float8 AS age_seconds,
+          (SELECT pg_catalog.json_agg(name) FROM pg_catalog.pg_prepared_statements)::text AS session_prepared
 )sql";
 
 // After a guard matched no row, or a handler failed: true when the statement no longer

@@ -378,8 +378,8 @@ std::vector<ConfigKey> build_table() {
           "most receipts one claim statement takes"),
       boolean(
           "worker.fair_claims", [](auto& c) -> auto& { return c.worker.fair_claims; },
-          "true: each claim is shared out over the consumer's scopes (tenants) in round robin, so one tenant's "
-          "backlog cannot starve the others; false (the default): oldest due first (docs/worker.md, \"Fair claims across "
+          "true (the default): each claim is shared out over the consumer's scopes (tenants) in round robin, so one "
+          "tenant's backlog cannot starve the others; false: oldest due first (docs/worker.md, \"Fair claims across "
           "tenants\")"),
       millis(
           "worker.lease_ms", [](auto& c) -> auto& { return c.worker.lease; },

@@ -54,8 +54,15 @@ void TcpProxy::arm(Mode mode, const std::string& sql) {
   {
     std::lock_guard lock(query_mutex_);
     query_message_ = std::move(message);
+    any_commit_ = false;
   }
   mode_ = mode;
+}
+
+void TcpProxy::arm_commit(Mode mode) {
+  arm(mode, "COMMIT");
+  std::lock_guard lock(query_mutex_);
+  any_commit_ = true;
 }
 
 void TcpProxy::arm_statement(Mode mode, const std::string& name) {
@@ -64,6 +71,7 @@ void TcpProxy::arm_statement(Mode mode, const std::string& name) {
     // A Bind message after its type and length: the portal name (libpq's unnamed one, an
     // empty string), then the statement name, each NUL-terminated.
     query_message_ = std::string(1, '\0') + name + '\0';
+    any_commit_ = false;
   }
   mode_ = mode;
 }
@@ -74,7 +82,10 @@ bool TcpProxy::take_query_fault(Mode mode, std::string_view bytes) {
   if (mode == Mode::DropResponseToStatement || mode == Mode::DropRequestOfStatement) {
     if (bytes.size() < 5 || bytes[0] != 'B' || !bytes.substr(5).starts_with(query_message_)) return false;
   } else if (bytes.find(query_message_) == std::string_view::npos) {
-    return false;
+    // A multi-statement Query whose last statement is COMMIT ends with it on a line of its
+    // own, then the message's NUL.
+    constexpr std::string_view kCommitLast{"\nCOMMIT\0", 8};
+    if (!any_commit_ || bytes.find(kCommitLast) == std::string_view::npos) return false;
   }
   Mode expected = mode;
   return mode_.compare_exchange_strong(expected, Mode::Pass);

@@ -133,7 +133,7 @@ int pg_proxy(const std::string& host, int port) {
   std::cout << "PORT=" << proxy.port() << std::endl;
   std::string line;
   while (std::getline(std::cin, line)) {
-    if (line == "commit-reset") proxy.drop_response_to("COMMIT");
+    if (line == "commit-reset") proxy.drop_response_to_commit();
     std::cout << "OK " << line << " faults=" << proxy.faults() << std::endl;
   }
   return 0;

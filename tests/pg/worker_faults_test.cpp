@@ -68,7 +68,7 @@ struct Setup {
 TEST_CASE("a handler transaction whose COMMIT landed but whose answer was lost completes once and is not re-run") {
   Setup s;
   s.inbox.accept(message(kConsumer, "m-1"));
-  Worker worker = s.worker([&] { s.proxy.drop_response_to("COMMIT"); });
+  Worker worker = s.worker([&] { s.proxy.drop_response_to_commit(); });
   CHECK(worker.drain() == 1);
   CHECK(s.proxy.faults() == 1);
   CHECK(s.receipt()[0].as<std::string>() == "COMPLETED");
@@ -90,7 +90,7 @@ TEST_CASE(
     "a handler transaction whose COMMIT never reached the server is retried after its lease with no double write") {
   Setup s;
   s.inbox.accept(message(kConsumer, "m-1"));
-  Worker worker = s.worker([&] { s.proxy.drop_request_of("COMMIT"); });
+  Worker worker = s.worker([&] { s.proxy.drop_request_of_commit(); });
   CHECK(worker.drain() == 1);
   CHECK(s.proxy.faults() == 1);
   // Rolled back with the lost connection: the write is gone, the claim waits for its lease.

@@ -111,6 +111,16 @@ class PooledConnection {
   /// Marks the connection unusable: it is closed instead of returned.
   void discard() noexcept { discard_ = true; }
 
+  /// True when the session is reset as the loan ends (LoanUse::Application with
+  /// PoolOptions::reset_sessions) and that reset has not happened yet.
+  bool resets_on_return() const noexcept { return reset_on_return_; }
+  /// Records that the loan's last transaction reset the session as it committed
+  /// (Tx::commit_and_reset_session): the loan ends without a reset round trip, and only
+  /// the prepared-statement check runs, against `session_prepared` (the server's
+  /// pg_prepared_statements, read in that transaction after any application statement).
+  /// A failed check closes the connection instead of returning it. Never throws.
+  void session_reset_by_commit(const std::vector<std::string>& session_prepared) noexcept;
+
  private:
   friend class ConnectionPool;
   struct Slot {

@@ -24,6 +24,11 @@
 
 namespace boxcar {
 
+/// The select-list expression commit_and_reset_session() needs from the transaction's
+/// last statement: the names of the session's prepared statements, as a JSON array.
+inline constexpr const char* kSessionPreparedColumn =
+    "(SELECT pg_catalog.json_agg(name) FROM pg_catalog.pg_prepared_statements)::text";
+
 class Tx {
  public:
   /// Begins a transaction on `connection`.
@@ -62,6 +67,19 @@ class Tx {
   /// @throws DatabaseError; uncertain() is true when the connection was lost during
   ///   COMMIT and the outcome is unknown.
   void commit();
+  /// Commits like commit(), and resets the session (connection_pool.hpp) in the same
+  /// round trip: the loan then ends without a reset of its own. For an owner whose last
+  /// statement, after every statement application code ran in this transaction, read the
+  /// server's prepared statements as kSessionPreparedColumn: `session_prepared` is that
+  /// column's value (empty for SQL NULL), which the pool's prepared-statement check
+  /// needs. Deferred constraints and constraint triggers are checked just before the
+  /// reset, with the transaction's role and settings (SET CONSTRAINTS ALL IMMEDIATE). A
+  /// loan that is not reset (LoanUse::BoxcarOnly, PoolOptions::reset_sessions off) just
+  /// commits. The worker commits its handler transactions this way (docs/operations.md,
+  /// "Session reset").
+  /// @throws DatabaseError as commit(); after a failure the connection is closed, not
+  ///   reused.
+  void commit_and_reset_session(const std::string& session_prepared);
   /// Rolls back now instead of at destruction. Never throws; a failed rollback closes
   /// the connection instead of returning it to the pool.
   void rollback() noexcept;
@@ -83,6 +101,8 @@ class Tx {
   void drop_on_commit_since(std::size_t mark) noexcept;
 
  private:
+  void run_commit_callbacks() noexcept;
+
   PooledConnection connection_;
   std::unique_ptr<pqxx::work> work_;
   std::vector<std::function<void()>> on_commit_;

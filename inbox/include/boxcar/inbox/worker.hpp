@@ -67,9 +67,9 @@ struct WorkerOptions {
   /// rest to the oldest due, so one tenant's backlog or poison messages cannot starve the
   /// others; false claims the oldest due receipts whoever they belong to. The fair claim
   /// costs about one index descent per scope it visits (at most claim_limit), never a
-  /// scan of a backlog (docs/worker.md, "Claims"; docs/benchmarks.md). Off by default;
-  /// its slow mode under load was a plan, fixed (docs/benchmarks.md, "Tenth session").
-  bool fair_claims = false;
+  /// scan of a backlog (docs/worker.md, "Claims"; docs/benchmarks.md). On by default: where
+  /// one tenant has everything it costs little (bench_worker's fair_claims_t16).
+  bool fair_claims = true;
   /// How long a claim is owned. Must exceed handler_timeout by at least 1 s, whatever the
   /// batch size: re-running a batch renews the waiting receipts' leases (docs/worker.md,
   /// "How long a claim is held").

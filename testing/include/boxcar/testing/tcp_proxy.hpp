@@ -7,6 +7,7 @@
 //   boxcar::testing::TcpProxy proxy("127.0.0.1", 5432);
 //   auto pool = boxcar::ConnectionPool::create({.url = proxy.route(db.url())});
 //   proxy.drop_response_to("COMMIT");   // the next COMMIT lands, its answer never does
+//   proxy.drop_response_to_commit();    // the same for a worker's handler transaction
 //
 // Loopback only. Thread-safety: the fault switches may be called from any thread.
 #pragma once
@@ -50,6 +51,12 @@ class TcpProxy {
   void drop_request_of_statement(const std::string& name) { arm_statement(Mode::DropRequestOfStatement, name); }
   /// Like drop_next_request(), but for the next simple-protocol query exactly `sql`.
   void drop_request_of(const std::string& sql) { arm(Mode::DropRequestOf, sql); }
+  /// Like drop_response_to("COMMIT"), for the next simple-protocol query that ends in a
+  /// COMMIT: a plain one, or the worker's commit that resets the session on the way
+  /// (boxcar::Tx::commit_and_reset_session sends the reset and COMMIT as one string).
+  void drop_response_to_commit() { arm_commit(Mode::DropResponseTo); }
+  /// Like drop_request_of("COMMIT"), for the next query that ends in a COMMIT.
+  void drop_request_of_commit() { arm_commit(Mode::DropRequestOf); }
   /// How many connections a fault was injected into.
   int faults() const { return faults_; }
   /// How many connections clients opened through the proxy (refused ones included): a
@@ -68,6 +75,7 @@ class TcpProxy {
   };
   void arm(Mode mode, const std::string& sql);
   void arm_statement(Mode mode, const std::string& name);
+  void arm_commit(Mode mode);
   /// Whether the client's bytes carry the armed query; consumes the fault when they do.
   bool take_query_fault(Mode mode, std::string_view bytes);
   void accept_loop();
@@ -80,6 +88,7 @@ class TcpProxy {
   std::atomic<Mode> mode_{Mode::Pass};
   std::mutex query_mutex_;
   std::string query_message_;  // the armed Query message, as it goes over the wire
+  bool any_commit_ = false;    // armed by arm_commit(): query_message_ is a plain COMMIT
   std::atomic<int> faults_{0};
   std::atomic<int> connections_{0};
   std::atomic<bool> stopping_{false};

@@ -1,0 +1,206 @@
+// Tx::commit_and_reset_session: the session reset riding on the COMMIT's round trip (what
+// the worker's handler transactions use). It must leave the same clean session as the
+// pool's reset at the end of a loan, send no reset of its own afterwards, keep deferred
+// constraints checked as the transaction left them, and never reuse a session it could
+// not vouch for. Pools of size 1, so the next borrower is the same backend unless the
+// pool closed it.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+
+#include "boxcar/core/connection_pool.hpp"
+#include "boxcar/core/error.hpp"
+#include "boxcar/core/tx.hpp"
+#include "worker_fixture.hpp"
+
+using namespace boxcar;
+using namespace boxcar::testing;
+
+namespace {
+
+std::shared_ptr<ConnectionPool> pool_of_one(const TestDatabase& db) {
+  return ConnectionPool::create({.url = db.url(), .size = 1});
+}
+
+// The column's value, read as the transaction's last statement.
+std::string session_prepared(Tx& tx) {
+  const auto value = tx.exec(std::string("SELECT ") + kSessionPreparedColumn)[0][0];
+  return value.is_null() ? "" : value.c_str();
+}
+
+int backend_of(ConnectionPool& pool) {
+  Tx tx = pool.begin();
+  const int pid = tx.connection().backendpid();
+  tx.commit();
+  return pid;
+}
+
+// The last query text `backend` sent, as another session sees it.
+std::string last_query_of(const TestDatabase& db, int backend) {
+  return db.query("SELECT query FROM pg_stat_activity WHERE pid = " + std::to_string(backend))[0][0].c_str();
+}
+
+void ensure_role(const TestDatabase& db, const std::string& role) {
+  auto admin = db.connect();
+  pqxx::nontransaction(admin).exec("DO $$ BEGIN CREATE ROLE " + role +
+                                   " NOLOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$");
+}
+
+}  // namespace
+
+TEST_CASE("commit_and_reset_session leaves a clean session and sends nothing after its COMMIT") {
+  TestDatabase db;
+  ensure_role(db, "boxcar_pool_test_role");
+  auto pool = pool_of_one(db);
+  const int backend = backend_of(*pool);
+  db.query("CREATE TABLE {schema}.kept (id int)");
+  {
+    Tx tx = pool->begin();
+    tx.exec(db.qualified("INSERT INTO {schema}.kept VALUES (1)"));
+    CHECK(tx.exec_prepared("test.answer", "SELECT $1::int + 1", 41)[0][0].as<int>() == 42);
+    tx.exec("SET statement_timeout = '1234ms'");
+    tx.exec("CREATE TEMP TABLE scratch (id int)");
+    tx.exec("SELECT pg_advisory_lock(4244)");
+    tx.exec("LISTEN boxcar_commit_reset_channel");
+    tx.exec("DECLARE held CURSOR WITH HOLD FOR SELECT 1");
+    tx.exec("SET ROLE boxcar_pool_test_role");
+    tx.commit_and_reset_session(session_prepared(tx));
+    // Reset before the loan ends: the advisory lock is free already.
+    auto other = db.connect();
+    CHECK(pqxx::nontransaction(other).exec("SELECT pg_try_advisory_lock(4244)")[0][0].as<bool>());
+  }
+  // The loan ended without a reset round trip of its own: the session's last query is the
+  // commit string, not the pool's reset (which ends by listing prepared statements).
+  const std::string last = last_query_of(db, backend);
+  CHECK(last.starts_with("SET CONSTRAINTS ALL IMMEDIATE;"));
+  CHECK(last.ends_with("COMMIT"));
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.kept") == 1);
+
+  Tx tx = pool->begin();
+  CHECK(tx.connection().backendpid() == backend);  // reset, not replaced
+  const auto row = tx.exec(
+      "SELECT current_setting('statement_timeout'), to_regclass('pg_temp.scratch') IS NULL, "
+      "current_user = session_user, "
+      "(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()), "
+      "(SELECT count(*) FROM pg_listening_channels()), (SELECT count(*) FROM pg_cursors WHERE name = 'held')")[0];
+  CHECK(row[0].as<std::string>() != "1234ms");
+  CHECK(row[1].as<bool>());
+  CHECK(row[2].as<bool>());
+  CHECK(row[3].as<int>() == 0);
+  CHECK(row[4].as<int>() == 0);
+  CHECK(row[5].as<int>() == 0);
+  // The pool's prepared statement is still registered once and still works.
+  CHECK(tx.exec_prepared("test.answer", "SELECT $1::int + 1", 1)[0][0].as<int>() == 2);
+  CHECK(tx.exec("SELECT count(*) FROM pg_prepared_statements WHERE name = 'test.answer'")[0][0].as<int>() == 1);
+  tx.commit();
+}
+
+TEST_CASE("commit_and_reset_session runs deferred constraint triggers with the transaction's settings") {
+  TestDatabase db;
+  auto pool = pool_of_one(db);
+  db.query("CREATE TABLE {schema}.seen (setting text, who text)");
+  db.query("CREATE TABLE {schema}.watched (id int)");
+  db.query(
+      "CREATE FUNCTION {schema}.record_setting() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+      "INSERT INTO " +
+      db.qualified("{schema}") +
+      ".seen VALUES (current_setting('boxcar_test.tenant', true), current_user); RETURN NULL; END $$");
+  db.query(
+      "CREATE CONSTRAINT TRIGGER watched_deferred AFTER INSERT ON {schema}.watched "
+      "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {schema}.record_setting()");
+  Tx tx = pool->begin();
+  tx.exec("SET LOCAL boxcar_test.tenant = 'tenant-7'");
+  tx.exec(db.qualified("INSERT INTO {schema}.watched VALUES (1)"));
+  tx.commit_and_reset_session(session_prepared(tx));
+  // At COMMIT the setting would still have been 'tenant-7'; the reset must not run first.
+  const auto seen = db.query("SELECT setting FROM {schema}.seen");
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0][0].as<std::string>() == "tenant-7");
+}
+
+TEST_CASE("a deferred constraint that fails in commit_and_reset_session commits nothing and closes the session") {
+  TestDatabase db;
+  auto pool = pool_of_one(db);
+  db.query("CREATE TABLE {schema}.parent (id int PRIMARY KEY)");
+  db.query("CREATE TABLE {schema}.child (parent int REFERENCES {schema}.parent DEFERRABLE INITIALLY DEFERRED)");
+  const int backend = backend_of(*pool);
+  {
+    Tx tx = pool->begin();
+    tx.exec(db.qualified("INSERT INTO {schema}.child VALUES (99)"));  // no parent 99: fails when checked
+    const std::string prepared = session_prepared(tx);
+    try {
+      tx.commit_and_reset_session(prepared);
+      FAIL("the commit succeeded despite the foreign key");
+    } catch (const DatabaseError& e) {
+      CHECK_FALSE(e.uncertain());
+    }
+  }
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.child") == 0);
+  // The server was left in an aborted transaction block: a new session serves next.
+  Tx tx = pool->begin();
+  CHECK(tx.connection().backendpid() != backend);
+  CHECK(tx.exec("SELECT 1")[0][0].as<int>() == 1);
+  tx.commit();
+}
+
+TEST_CASE("commit_and_reset_session closes a session holding a statement prepared by hand") {
+  TestDatabase db;
+  auto pool = pool_of_one(db);
+  const int backend = backend_of(*pool);
+  {
+    Tx tx = pool->begin();
+    tx.exec("PREPARE handmade AS SELECT 1");
+    tx.commit_and_reset_session(session_prepared(tx));
+  }
+  Tx tx = pool->begin();
+  CHECK(tx.connection().backendpid() != backend);
+  tx.exec("PREPARE handmade AS SELECT 2");  // would fail with 42P05 on the old session
+  CHECK(tx.exec("EXECUTE handmade")[0][0].as<int>() == 2);
+  tx.exec("DEALLOCATE handmade");
+  tx.commit();
+}
+
+TEST_CASE("commit_and_reset_session re-prepares the pool's statements a loan deallocated") {
+  TestDatabase db;
+  auto pool = pool_of_one(db);
+  {
+    Tx tx = pool->begin();
+    CHECK(tx.exec_prepared("test.answer", "SELECT $1::int + 1", 1)[0][0].as<int>() == 2);
+    tx.exec("DEALLOCATE ALL");
+    tx.commit_and_reset_session(session_prepared(tx));
+  }
+  Tx tx = pool->begin();
+  CHECK(tx.exec_prepared("test.answer", "SELECT $1::int + 1", 41)[0][0].as<int>() == 42);
+  tx.commit();
+}
+
+TEST_CASE("commit_and_reset_session without the column's value does not reuse the session") {
+  TestDatabase db;
+  auto pool = pool_of_one(db);
+  const int backend = backend_of(*pool);
+  {
+    Tx tx = pool->begin();
+    tx.exec("SET work_mem = '77MB'");
+    tx.commit_and_reset_session("not a list of names");
+  }
+  Tx tx = pool->begin();
+  CHECK(tx.connection().backendpid() != backend);
+  CHECK(tx.exec("SELECT current_setting('work_mem')")[0][0].as<std::string>() != "77MB");
+  tx.commit();
+}
+
+TEST_CASE("commit_and_reset_session on a Boxcar-only loan is a plain commit") {
+  TestDatabase db;
+  auto pool = pool_of_one(db);
+  const int backend = backend_of(*pool);
+  {
+    Tx tx = pool->begin(LoanUse::BoxcarOnly);
+    tx.exec("SET work_mem = '77MB'");  // what Boxcar's own statements never do
+    tx.commit_and_reset_session("");
+  }
+  CHECK(last_query_of(db, backend) == "COMMIT");
+  Tx tx = pool->begin();
+  CHECK(tx.exec("SELECT current_setting('work_mem')")[0][0].as<std::string>() == "77MB");
+  tx.commit();
+}
