@@ -10,6 +10,7 @@
 #include "boxcar/core/connection_pool.hpp"
 #include "boxcar/core/tx.hpp"
 #include "boxcar/inbox/worker.hpp"
+#include "pool_session.hpp"
 #include "worker_fixture.hpp"
 
 using namespace boxcar;
@@ -17,10 +18,6 @@ using namespace boxcar::testing;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::shared_ptr<ConnectionPool> pool_of_one(const TestDatabase& db) {
-  return ConnectionPool::create({.url = db.url(), .size = 1});
-}
 
 // One value the next borrower reads, and the backend it read it on.
 struct Seen {
@@ -33,21 +30,6 @@ Seen next_borrower_sees(ConnectionPool& pool, const std::string& sql) {
   Seen seen{.value = tx.exec(sql)[0][0].c_str(), .backend = tx.connection().backendpid()};
   tx.commit();
   return seen;
-}
-
-int backend_of(ConnectionPool& pool) {
-  Tx tx = pool.begin();
-  const int pid = tx.connection().backendpid();
-  tx.commit();
-  return pid;
-}
-
-// A NOLOGIN role the superuser test session can SET ROLE to; roles are cluster-wide, so
-// parallel test processes may race to create it.
-void ensure_role(const TestDatabase& db, const std::string& role) {
-  auto admin = db.connect();
-  pqxx::nontransaction(admin).exec("DO $$ BEGIN CREATE ROLE " + role +
-                                   " NOLOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$");
 }
 
 }  // namespace

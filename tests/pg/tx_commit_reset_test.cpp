@@ -12,6 +12,7 @@
 #include "boxcar/core/connection_pool.hpp"
 #include "boxcar/core/error.hpp"
 #include "boxcar/core/tx.hpp"
+#include "pool_session.hpp"
 #include "worker_fixture.hpp"
 
 using namespace boxcar;
@@ -19,32 +20,15 @@ using namespace boxcar::testing;
 
 namespace {
 
-std::shared_ptr<ConnectionPool> pool_of_one(const TestDatabase& db) {
-  return ConnectionPool::create({.url = db.url(), .size = 1});
-}
-
 // The column's value, read as the transaction's last statement.
 std::string session_prepared(Tx& tx) {
   const auto value = tx.exec(std::string("SELECT ") + kSessionPreparedColumn)[0][0];
   return value.is_null() ? "" : value.c_str();
 }
 
-int backend_of(ConnectionPool& pool) {
-  Tx tx = pool.begin();
-  const int pid = tx.connection().backendpid();
-  tx.commit();
-  return pid;
-}
-
 // The last query text `backend` sent, as another session sees it.
 std::string last_query_of(const TestDatabase& db, int backend) {
   return db.query("SELECT query FROM pg_stat_activity WHERE pid = " + std::to_string(backend))[0][0].c_str();
-}
-
-void ensure_role(const TestDatabase& db, const std::string& role) {
-  auto admin = db.connect();
-  pqxx::nontransaction(admin).exec("DO $$ BEGIN CREATE ROLE " + role +
-                                   " NOLOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$");
 }
 
 }  // namespace
