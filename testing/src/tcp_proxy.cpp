@@ -44,7 +44,7 @@ std::string TcpProxy::route(const std::string& url) const {
   return std::regex_replace(url, host_port, "@127.0.0.1:" + std::to_string(port_) + "/");
 }
 
-void TcpProxy::arm(Mode mode, const std::string& sql) {
+void TcpProxy::arm(Mode mode, const std::string& sql, bool ends_in_commit) {
   // A simple-protocol Query message: 'Q', its length (itself included), the text, NUL.
   const auto length = static_cast<std::uint32_t>(4 + sql.size() + 1);
   std::string message = "Q";
@@ -54,15 +54,9 @@ void TcpProxy::arm(Mode mode, const std::string& sql) {
   {
     std::lock_guard lock(query_mutex_);
     query_message_ = std::move(message);
-    any_commit_ = false;
+    any_commit_ = ends_in_commit;
   }
   mode_ = mode;
-}
-
-void TcpProxy::arm_commit(Mode mode) {
-  arm(mode, "COMMIT");
-  std::lock_guard lock(query_mutex_);
-  any_commit_ = true;
 }
 
 void TcpProxy::arm_statement(Mode mode, const std::string& name) {

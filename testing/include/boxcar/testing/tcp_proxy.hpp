@@ -54,9 +54,9 @@ class TcpProxy {
   /// Like drop_response_to("COMMIT"), for the next simple-protocol query that ends in a
   /// COMMIT: a plain one, or the worker's commit that resets the session on the way
   /// (boxcar::Tx::commit_and_reset_session sends the reset and COMMIT as one string).
-  void drop_response_to_commit() { arm_commit(Mode::DropResponseTo); }
+  void drop_response_to_commit() { arm(Mode::DropResponseTo, "COMMIT", true); }
   /// Like drop_request_of("COMMIT"), for the next query that ends in a COMMIT.
-  void drop_request_of_commit() { arm_commit(Mode::DropRequestOf); }
+  void drop_request_of_commit() { arm(Mode::DropRequestOf, "COMMIT", true); }
   /// How many connections a fault was injected into.
   int faults() const { return faults_; }
   /// How many connections clients opened through the proxy (refused ones included): a
@@ -73,9 +73,9 @@ class TcpProxy {
     DropResponseToStatement,
     DropRequestOfStatement
   };
-  void arm(Mode mode, const std::string& sql);
+  /// `ends_in_commit`: also match a multi-statement query whose last statement is COMMIT.
+  void arm(Mode mode, const std::string& sql, bool ends_in_commit = false);
   void arm_statement(Mode mode, const std::string& name);
-  void arm_commit(Mode mode);
   /// Whether the client's bytes carry the armed query; consumes the fault when they do.
   bool take_query_fault(Mode mode, std::string_view bytes);
   void accept_loop();
@@ -88,7 +88,7 @@ class TcpProxy {
   std::atomic<Mode> mode_{Mode::Pass};
   std::mutex query_mutex_;
   std::string query_message_;  // the armed Query message, as it goes over the wire
-  bool any_commit_ = false;    // armed by arm_commit(): query_message_ is a plain COMMIT
+  bool any_commit_ = false;    // arm(..., ends_in_commit): query_message_ is a plain COMMIT
   std::atomic<int> faults_{0};
   std::atomic<int> connections_{0};
   std::atomic<bool> stopping_{false};
