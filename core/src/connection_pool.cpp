@@ -56,7 +56,9 @@ PooledConnection::PooledConnection(std::shared_ptr<ConnectionPool> pool, Slot sl
       connection_(std::move(slot.connection)),
       prepared_(std::move(slot.prepared)),
       reset_on_return_(reset_on_return),
-      prepared_statements_(pool_->options().prepared_statements) {}
+      prepared_statements_(pool_->options().prepared_statements),
+      unchecked_loans_(slot.unchecked_loans),
+      prepared_check_interval_(pool_->options().prepared_check_interval) {}
 
 PooledConnection::PooledConnection(PooledConnection&& other) noexcept
     : pool_(std::move(other.pool_)),
@@ -64,7 +66,9 @@ PooledConnection::PooledConnection(PooledConnection&& other) noexcept
       prepared_(std::move(other.prepared_)),
       discard_(other.discard_),
       reset_on_return_(other.reset_on_return_),
-      prepared_statements_(other.prepared_statements_) {}
+      prepared_statements_(other.prepared_statements_),
+      unchecked_loans_(other.unchecked_loans_),
+      prepared_check_interval_(other.prepared_check_interval_) {}
 
 PooledConnection& PooledConnection::operator=(PooledConnection&& other) noexcept {
   if (this != &other) {
@@ -75,6 +79,8 @@ PooledConnection& PooledConnection::operator=(PooledConnection&& other) noexcept
     discard_ = other.discard_;
     reset_on_return_ = other.reset_on_return_;
     prepared_statements_ = other.prepared_statements_;
+    unchecked_loans_ = other.unchecked_loans_;
+    prepared_check_interval_ = other.prepared_check_interval_;
   }
   return *this;
 }
@@ -83,14 +89,22 @@ PooledConnection::~PooledConnection() {
   if (!pool_) return;
   bool reusable = !discard_ && connection_ && connection_->is_open();
   // On the returning thread, outside the pool's lock: a failed reset closes the connection.
-  if (reusable && reset_on_return_) reusable = detail::reset_session(*connection_, prepared_);
-  pool_->give_back(PooledConnection::Slot{std::move(connection_), std::move(prepared_)}, reusable);
+  if (reusable && reset_on_return_) {
+    reusable = detail::reset_session(*connection_, prepared_);
+    unchecked_loans_ = 0;  // the reset's last statement listed them
+  }
+  pool_->give_back(PooledConnection::Slot{std::move(connection_), std::move(prepared_), unchecked_loans_}, reusable);
 }
 
-void PooledConnection::session_reset_by_commit(const std::vector<std::string>& session_prepared) noexcept {
+void PooledConnection::session_reset_by_commit() noexcept {
   reset_on_return_ = false;
-  if (discard_) return;
-  if (!detail::check_prepared(*connection_, prepared_, session_prepared)) discard_ = true;
+  ++unchecked_loans_;
+}
+
+bool PooledConnection::prepared_statements_diverged(const pqxx::sql_error& error) noexcept {
+  // 26000 invalid_sql_statement_name: one the pool prepared is gone (a DEALLOCATE by hand);
+  // 42P05 duplicate_prepared_statement: its name is taken (a PREPARE by hand).
+  return error.sqlstate() == "26000" || error.sqlstate() == "42P05";
 }
 
 void PooledConnection::prepare_once(const std::string& name, const std::string& sql) {
@@ -102,6 +116,7 @@ void PooledConnection::prepare_once(const std::string& name, const std::string& 
 std::shared_ptr<ConnectionPool> ConnectionPool::create(PoolOptions options) {
   if (options.url.empty()) throw ConfigError("database.url", "a PostgreSQL URL is required");
   if (options.size == 0) throw ConfigError("pool.size", "must be at least 1");
+  if (options.prepared_check_interval == 0) throw ConfigError("pool.prepared_check_interval", "must be at least 1");
   return std::shared_ptr<ConnectionPool>(new ConnectionPool(std::move(options)));
 }
 

@@ -6,24 +6,10 @@
 #include "core_queries.hpp"
 
 namespace boxcar::detail {
+namespace {
 
-bool reset_session(pqxx::connection& connection, std::unordered_set<std::string>& prepared) noexcept {
-  try {
-    pqxx::result on_server;
-    {
-      // Autocommit: the statements run in the implicit transaction of one simple query.
-      pqxx::nontransaction statement(connection);
-      on_server = statement.exec(core_sql::kResetSession);
-    }
-    std::vector<std::string> names;
-    names.reserve(on_server.size());
-    for (const auto& row : on_server) names.emplace_back(row["name"].c_str());
-    return check_prepared(connection, prepared, names);
-  } catch (...) {
-    return false;
-  }
-}
-
+// The server's prepared statements (`on_server`) against those prepare_once() declared;
+// false when the connection must be closed.
 bool check_prepared(pqxx::connection& connection, std::unordered_set<std::string>& prepared,
                     const std::vector<std::string>& on_server) noexcept {
   try {
@@ -45,6 +31,25 @@ bool check_prepared(pqxx::connection& connection, std::unordered_set<std::string
       prepared.erase(name);
     }
     return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
+bool reset_session(pqxx::connection& connection, std::unordered_set<std::string>& prepared) noexcept {
+  try {
+    pqxx::result on_server;
+    {
+      // Autocommit: the statements run in the implicit transaction of one simple query.
+      pqxx::nontransaction statement(connection);
+      on_server = statement.exec(core_sql::kResetSession);
+    }
+    std::vector<std::string> names;
+    names.reserve(on_server.size());
+    for (const auto& row : on_server) names.emplace_back(row["name"].c_str());
+    return check_prepared(connection, prepared, names);
   } catch (...) {
     return false;
   }

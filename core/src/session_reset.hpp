@@ -4,7 +4,6 @@
 
 #include <string>
 #include <unordered_set>
-#include <vector>
 
 #include <pqxx/pqxx>
 
@@ -19,12 +18,5 @@ namespace boxcar::detail {
 /// does not know (raw PREPARE) or lost one libpqxx believes registered (raw DEALLOCATE).
 /// Never throws.
 bool reset_session(pqxx::connection& connection, std::unordered_set<std::string>& prepared) noexcept;
-
-/// reset_session()'s check alone, for a session reset by its last COMMIT
-/// (Tx::commit_and_reset_session): `on_server` are the names in pg_prepared_statements,
-/// read after the last statement application code ran. Returns false when the
-/// connection must be closed. Never throws.
-bool check_prepared(pqxx::connection& connection, std::unordered_set<std::string>& prepared,
-                    const std::vector<std::string>& on_server) noexcept;
 
 }  // namespace boxcar::detail

@@ -3,8 +3,6 @@
 
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
-
 #include "boxcar/core/detail/database_errors.hpp"
 #include "core_queries.hpp"
 #include "transaction_work.hpp"
@@ -46,8 +44,8 @@ void Tx::commit() {
   run_commit_callbacks();
 }
 
-void Tx::commit_and_reset_session(const std::string& session_prepared) {
-  if (!connection_.resets_on_return()) return commit();
+void Tx::commit_and_reset_session() {
+  if (!connection_.resets_on_return() || connection_.prepared_check_due()) return commit();
   auto& transaction = static_cast<detail::TransactionWork&>(work());
   transaction.set_commit_command(detail::core_sql::kCommitAndResetSession);
   try {
@@ -60,14 +58,7 @@ void Tx::commit_and_reset_session(const std::string& session_prepared) {
     throw detail::to_database_error(std::current_exception(), "committing", true);
   }
   work_.reset();
-  std::vector<std::string> names;
-  try {
-    if (!session_prepared.empty()) names = nlohmann::json::parse(session_prepared).get<std::vector<std::string>>();
-  } catch (...) {
-    // Not the column's value: the check cannot run, so the session cannot be trusted.
-    connection_.discard();
-  }
-  connection_.session_reset_by_commit(names);
+  connection_.session_reset_by_commit();
   run_commit_callbacks();
 }
 

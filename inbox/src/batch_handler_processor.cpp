@@ -75,7 +75,6 @@ void MessageProcessor::process_handler_batch(const std::vector<const ClaimedRece
                           .attempt = r->attempt,
                           .metadata = r->metadata});
     std::vector<std::pair<std::int64_t, double>> completed;
-    std::string session_prepared;
     try {
       BatchOutcomes outcomes;
       {
@@ -111,7 +110,6 @@ void MessageProcessor::process_handler_batch(const std::vector<const ClaimedRece
         set_tenant(tx, options_.tenant_setting, Scope::global());
         auto completion = store_.complete_many(tx, locked, lock.xact_id);
         completed = std::move(completion.receipts);
-        session_prepared = std::move(completion.session_prepared);
         if (completed.size() < locked.size() && store_.transaction_ended(tx, lock.xact_id))
           throw HandlerEndedTransaction(kEndedBatchText);
       } else {
@@ -147,7 +145,7 @@ void MessageProcessor::process_handler_batch(const std::vector<const ClaimedRece
     } else {
       BOXCAR_FAILPOINT("worker.before_commit");
       try {
-        tx.commit_and_reset_session(session_prepared);
+        tx.commit_and_reset_session();
       } catch (const DatabaseError& e) {
         if (e.uncertain()) {
           // Committed or not, the rows tell: COMPLETED, or PROCESSING until the leases expire.

@@ -326,7 +326,7 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
     }
     BOXCAR_FAILPOINT("worker.before_commit");
     try {
-      tx.commit_and_reset_session(completion.session_prepared);
+      tx.commit_and_reset_session();
     } catch (const DatabaseError& e) {
       if (e.uncertain()) {
         // Committed or not, the row tells: COMPLETED, or PROCESSING until its lease expires.
@@ -424,7 +424,6 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
     };
     std::vector<RecordedFailure> failed;
     std::vector<std::pair<std::int64_t, double>> completed;
-    std::string session_prepared;
     try {
       {
         const RunningHandlers running(in_flight_, watchdog, source, tx, deadline, &abandoned);
@@ -467,7 +466,6 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
       if (!succeeded.empty()) {
         auto completion = store_.complete_many(tx, succeeded, lock.xact_id);
         completed = std::move(completion.receipts);
-        session_prepared = std::move(completion.session_prepared);
       }
       if (completed.size() < succeeded.size() && store_.transaction_ended(tx, lock.xact_id))
         throw HandlerEndedTransaction(kEndedBatchText);
@@ -494,13 +492,7 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
       }
       then = Then::RerunIndividually;
     } else {
-      // With nothing completed (every handler failed, savepoint mode) no statement read
-      // the session's prepared statements: the pool resets the session as the loan ends.
-      if (completed.empty()) {
-        tx.commit();
-      } else {
-        tx.commit_and_reset_session(session_prepared);
-      }
+      tx.commit_and_reset_session();
       stats_.completed += completed.size();
       for (const auto& [id, age] : completed) {
         // Init-capture: clang before 16 cannot capture a structured binding (tests/fuzz builds with clang-14).

@@ -121,10 +121,7 @@ ReceiptStore::Completion ReceiptStore::complete(Tx& tx, const ClaimedReceipt& re
   const auto rows =
       tx.exec_prepared("boxcar.worker.complete." + schema_, complete_, receipt.id, receipt.claim_token, xact_id);
   Completion completion;
-  for (const auto& row : rows) {
-    completion.receipts.emplace_back(receipt.id, row["age_seconds"].as<double>());
-    completion.session_prepared = row["session_prepared"].is_null() ? "" : row["session_prepared"].c_str();
-  }
+  for (const auto& row : rows) completion.receipts.emplace_back(receipt.id, row["age_seconds"].as<double>());
   return completion;
 }
 
@@ -138,11 +135,8 @@ ReceiptStore::Completion ReceiptStore::complete_many(Tx& tx, std::span<const Cla
   const auto rows = tx.exec_prepared("boxcar.worker.complete_many." + schema_, complete_many_, id_array(receipts),
                                      token_array(receipts), xact_id, id_array(ordered), token_array(ordered));
   Completion completion;
-  for (const auto& row : rows) {
+  for (const auto& row : rows)
     completion.receipts.emplace_back(row["id"].as<std::int64_t>(), row["age_seconds"].as<double>());
-    if (completion.session_prepared.empty() && !row["session_prepared"].is_null())
-      completion.session_prepared = row["session_prepared"].c_str();
-  }
   return completion;
 }
 

@@ -99,8 +99,6 @@ class ReceiptStore {
   struct Completion {
     /// (receipt id, seconds since it was accepted) of each receipt completed.
     std::vector<std::pair<std::int64_t, double>> receipts;
-    /// What Tx::commit_and_reset_session() needs; empty when nothing was completed.
-    std::string session_prepared;
   };
   /// Completes the receipt in `tx`, if `tx` is still the database transaction `xact_id`
   /// that locked it; returns no receipt when the claim went stale or the transaction was

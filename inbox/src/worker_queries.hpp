@@ -321,15 +321,16 @@ WHERE pid = $1
 // set_config instead of pinning a search_path the handler would also see. This statement
 // waits only for a row claimed under this worker's token (a lock held elsewhere means a
 // stale claim, which the supervisor's deadline cancels like any statement of the
-// attempt). MATERIALIZED: evaluated once.
+// attempt). The settings are uncorrelated sub-selects: each runs once (an InitPlan), as
+// the row is returned; with no row the claim is stale and the transaction rolls back. A
+// MATERIALIZED CTE would run them once too, but builds a tuplestore per execution, which
+// cost about 5% of the one-message throughput (docs/benchmarks.md, "Twelfth session").
 inline constexpr const char* kLock = R"sql(
-WITH deadline AS MATERIALIZED (
-  SELECT pg_catalog.set_config('statement_timeout', $3::text, true) AS statement_timeout,
-         pg_catalog.set_config('idle_in_transaction_session_timeout', $4::text, true) AS idle_timeout
-)
-SELECT r.id, pg_catalog.pg_current_xact_id()::text AS xact_id, d.statement_timeout
-FROM deadline AS d
-CROSS JOIN {schema}.inbox_receipts AS r
+SELECT r.id,
+       pg_catalog.pg_current_xact_id()::text AS xact_id,
+       (SELECT pg_catalog.set_config('statement_timeout', $3::text, true)) AS statement_timeout,
+       (SELECT pg_catalog.set_config('idle_in_transaction_session_timeout', $4::text, true)) AS idle_timeout
+FROM {schema}.inbox_receipts AS r
 WHERE r.id = $1
   AND r.claim_token = $2::uuid
 FOR NO KEY UPDATE OF r
@@ -339,13 +340,11 @@ FOR NO KEY UPDATE OF r
 // receipt of the batch still claimed under its token, the deadline set the same way.
 // $1: bigint[] of ids, $2: uuid[] of tokens, pairwise; $3, $4 as in kLock.
 inline constexpr const char* kLockMany = R"sql(
-WITH deadline AS MATERIALIZED (
-  SELECT pg_catalog.set_config('statement_timeout', $3::text, true) AS statement_timeout,
-         pg_catalog.set_config('idle_in_transaction_session_timeout', $4::text, true) AS idle_timeout
-)
-SELECT r.id, pg_catalog.pg_current_xact_id()::text AS xact_id, d.statement_timeout
-FROM deadline AS d
-CROSS JOIN {schema}.inbox_receipts AS r
+SELECT r.id,
+       pg_catalog.pg_current_xact_id()::text AS xact_id,
+       (SELECT pg_catalog.set_config('statement_timeout', $3::text, true)) AS statement_timeout,
+       (SELECT pg_catalog.set_config('idle_in_transaction_session_timeout', $4::text, true)) AS idle_timeout
+FROM {schema}.inbox_receipts AS r
 JOIN ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
   ON r.id = c.id AND r.claim_token = c.token
 ORDER BY r.id
@@ -357,9 +356,6 @@ FOR NO KEY UPDATE OF r
 // its own autocommit transaction, so without that check this UPDATE would commit
 // COMPLETED on its own. There the id is unassigned (NULL) or another one and no row
 // matches. The sub-select is evaluated once, before any row is updated.
-// session_prepared: the last statement of the handler transaction reads the session's
-// prepared statements for Tx::commit_and_reset_session (boxcar::kSessionPreparedColumn),
-// which resets the session in the COMMIT's round trip.
 inline constexpr const char* kComplete = R"sql(
 UPDATE {schema}.inbox_receipts
 SET status = 'COMPLETED',
@@ -372,8 +368,7 @@ SET status = 'COMPLETED',
 WHERE id = $1
   AND claim_token = $2::uuid
   AND (SELECT pg_catalog.pg_current_xact_id_if_assigned()) = $3::xid8
-RETURNING extract(epoch FROM pg_catalog.now() - created_at)::float8 AS age_seconds,
-          (SELECT pg_catalog.json_agg(name) FROM pg_catalog.pg_prepared_statements)::text AS session_prepared
+RETURNING extract(epoch FROM pg_catalog.now() - created_at)::float8 AS age_seconds
 )sql";
 
 // kComplete for a batch; $3 as in kComplete. $4 and $5 are the ids and claim tokens of the
@@ -401,8 +396,7 @@ CROSS JOIN settled
 WHERE r.id = c.id
   AND r.claim_token = c.token
   AND (SELECT pg_catalog.pg_current_xact_id_if_assigned()) = $3::xid8
-RETURNING r.id, extract(epoch FROM pg_catalog.now() - r.created_at)::float8 AS age_seconds,
-          (SELECT pg_catalog.json_agg(name) FROM pg_catalog.pg_prepared_statements)::text AS session_prepared
+RETURNING r.id, extract(epoch FROM pg_catalog.now() - r.created_at)::float8 AS age_seconds
 )sql";
 
 // After a guard matched no row, or a handler failed: true when the statement no longer

@@ -2,10 +2,13 @@
 // the worker's handler transactions use). It must leave the same clean session as the
 // pool's reset at the end of a loan, send no reset of its own afterwards, keep deferred
 // constraints checked as the transaction left them, and never reuse a session it could
-// not vouch for. Pools of size 1, so the next borrower is the same backend unless the
-// pool closed it.
+// not vouch for. The prepared-statement check runs on every
+// PoolOptions::prepared_check_interval-th loan; in between, a hand-made PREPARE or
+// DEALLOCATE that the pool's statements run into closes the session. Pools of size 1, so
+// the next borrower is the same backend unless the pool closed it.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,10 +23,8 @@ using namespace boxcar::testing;
 
 namespace {
 
-// The column's value, read as the transaction's last statement.
-std::string session_prepared(Tx& tx) {
-  const auto value = tx.exec(std::string("SELECT ") + kSessionPreparedColumn)[0][0];
-  return value.is_null() ? "" : value.c_str();
+std::shared_ptr<ConnectionPool> pool_of_one_checking_every(const TestDatabase& db, std::size_t loans) {
+  return ConnectionPool::create({.url = db.url(), .size = 1, .prepared_check_interval = loans});
 }
 
 // The last query text `backend` sent, as another session sees it.
@@ -49,7 +50,7 @@ TEST_CASE("commit_and_reset_session leaves a clean session and sends nothing aft
     tx.exec("LISTEN boxcar_commit_reset_channel");
     tx.exec("DECLARE held CURSOR WITH HOLD FOR SELECT 1");
     tx.exec("SET ROLE boxcar_pool_test_role");
-    tx.commit_and_reset_session(session_prepared(tx));
+    tx.commit_and_reset_session();
     // Reset before the loan ends: the advisory lock is free already.
     auto other = db.connect();
     CHECK(pqxx::nontransaction(other).exec("SELECT pg_try_advisory_lock(4244)")[0][0].as<bool>());
@@ -96,7 +97,7 @@ TEST_CASE("commit_and_reset_session runs deferred constraint triggers with the t
   Tx tx = pool->begin();
   tx.exec("SET LOCAL boxcar_test.tenant = 'tenant-7'");
   tx.exec(db.qualified("INSERT INTO {schema}.watched VALUES (1)"));
-  tx.commit_and_reset_session(session_prepared(tx));
+  tx.commit_and_reset_session();
   // At COMMIT the setting would still have been 'tenant-7'; the reset must not run first.
   const auto seen = db.query("SELECT setting FROM {schema}.seen");
   REQUIRE(seen.size() == 1);
@@ -112,9 +113,8 @@ TEST_CASE("a deferred constraint that fails in commit_and_reset_session commits 
   {
     Tx tx = pool->begin();
     tx.exec(db.qualified("INSERT INTO {schema}.child VALUES (99)"));  // no parent 99: fails when checked
-    const std::string prepared = session_prepared(tx);
     try {
-      tx.commit_and_reset_session(prepared);
+      tx.commit_and_reset_session();
       FAIL("the commit succeeded despite the foreign key");
     } catch (const DatabaseError& e) {
       CHECK_FALSE(e.uncertain());
@@ -128,14 +128,24 @@ TEST_CASE("a deferred constraint that fails in commit_and_reset_session commits 
   tx.commit();
 }
 
-TEST_CASE("commit_and_reset_session closes a session holding a statement prepared by hand") {
+TEST_CASE("a statement prepared by hand closes the session at its next prepared-statement check") {
   TestDatabase db;
-  auto pool = pool_of_one(db);
-  const int backend = backend_of(*pool);
+  auto pool = pool_of_one_checking_every(db, 2);
+  const int backend = backend_of(*pool);  // a plain commit: the check ran as that loan ended
   {
     Tx tx = pool->begin();
     tx.exec("PREPARE handmade AS SELECT 1");
-    tx.commit_and_reset_session(session_prepared(tx));
+    tx.commit_and_reset_session();
+  }
+  // The first loan since the check was reset by its COMMIT, unchecked.
+  CHECK(last_query_of(db, backend).ends_with("COMMIT"));
+  {
+    Tx tx = pool->begin();
+    CHECK(tx.connection().backendpid() == backend);
+    CHECK(tx.exec("SELECT count(*) FROM pg_prepared_statements WHERE name = 'handmade'")[0][0].as<int>() == 1);
+    // The second is due: it commits plainly and the reset at the end of the loan lists
+    // the statements, finds the hand-made one and closes the session.
+    tx.commit_and_reset_session();
   }
   Tx tx = pool->begin();
   CHECK(tx.connection().backendpid() != backend);
@@ -145,33 +155,66 @@ TEST_CASE("commit_and_reset_session closes a session holding a statement prepare
   tx.commit();
 }
 
-TEST_CASE("commit_and_reset_session re-prepares the pool's statements a loan deallocated") {
+TEST_CASE("with a prepared-statement check due, commit_and_reset_session commits plainly and the loan's reset checks") {
   TestDatabase db;
-  auto pool = pool_of_one(db);
+  auto pool = pool_of_one_checking_every(db, 1);
+  const int backend = backend_of(*pool);
   {
     Tx tx = pool->begin();
     CHECK(tx.exec_prepared("test.answer", "SELECT $1::int + 1", 1)[0][0].as<int>() == 2);
-    tx.exec("DEALLOCATE ALL");
-    tx.commit_and_reset_session(session_prepared(tx));
+    tx.exec("SET work_mem = '77MB'");
+    tx.commit_and_reset_session();
   }
+  // The session's last query is the pool's reset, which ends by listing the statements.
+  CHECK(last_query_of(db, backend).ends_with("SELECT name FROM pg_catalog.pg_prepared_statements"));
   Tx tx = pool->begin();
+  CHECK(tx.connection().backendpid() == backend);
+  CHECK(tx.exec("SELECT current_setting('work_mem')")[0][0].as<std::string>() != "77MB");
   CHECK(tx.exec_prepared("test.answer", "SELECT $1::int + 1", 41)[0][0].as<int>() == 42);
   tx.commit();
 }
 
-TEST_CASE("commit_and_reset_session without the column's value does not reuse the session") {
+// A loan that `tampers` with the session's prepared statements and commits with the reset
+// (no check: the interval is 32), then a loan on the same session whose run of the pool's
+// statement fails with `sqlstate`, then a fresh session on which it works.
+static void expect_pool_statement_to_fail_and_close_the_session(const std::function<void(Tx&)>& tamper,
+                                                                const std::string& sqlstate) {
   TestDatabase db;
   auto pool = pool_of_one(db);
   const int backend = backend_of(*pool);
   {
     Tx tx = pool->begin();
-    tx.exec("SET work_mem = '77MB'");
-    tx.commit_and_reset_session("not a list of names");
+    tamper(tx);
+    tx.commit_and_reset_session();
+  }
+  {
+    Tx tx = pool->begin();
+    CHECK(tx.connection().backendpid() == backend);
+    try {
+      tx.exec_prepared("test.answer", "SELECT $1::int + 1", 1);
+      FAIL("the pool's statement ran on a session whose prepared statements were changed by hand");
+    } catch (const pqxx::sql_error& e) {
+      CHECK(e.sqlstate() == sqlstate);
+    }
   }
   Tx tx = pool->begin();
   CHECK(tx.connection().backendpid() != backend);
-  CHECK(tx.exec("SELECT current_setting('work_mem')")[0][0].as<std::string>() != "77MB");
+  CHECK(tx.exec_prepared("test.answer", "SELECT $1::int + 1", 41)[0][0].as<int>() == 42);
   tx.commit();
+}
+
+TEST_CASE("a statement prepared by hand under a name the pool prepares later closes the session when they collide") {
+  expect_pool_statement_to_fail_and_close_the_session([](Tx& tx) { tx.exec("PREPARE \"test.answer\" AS SELECT 0"); },
+                                                      "42P05");
+}
+
+TEST_CASE("a statement of the pool's deallocated by hand closes the session when the pool next runs it") {
+  expect_pool_statement_to_fail_and_close_the_session(
+      [](Tx& tx) {
+        CHECK(tx.exec_prepared("test.answer", "SELECT $1::int + 1", 1)[0][0].as<int>() == 2);
+        tx.exec("DEALLOCATE ALL");
+      },
+      "26000");
 }
 
 TEST_CASE("commit_and_reset_session on a Boxcar-only loan is a plain commit") {
@@ -181,7 +224,7 @@ TEST_CASE("commit_and_reset_session on a Boxcar-only loan is a plain commit") {
   {
     Tx tx = pool->begin(LoanUse::BoxcarOnly);
     tx.exec("SET work_mem = '77MB'");  // what Boxcar's own statements never do
-    tx.commit_and_reset_session("");
+    tx.commit_and_reset_session();
   }
   CHECK(last_query_of(db, backend) == "COMMIT");
   Tx tx = pool->begin();

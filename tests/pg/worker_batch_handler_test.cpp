@@ -247,6 +247,35 @@ TEST_CASE("a batch handler's batch in which one claim went stale commits nothing
   CHECK(db.scalar("SELECT count(DISTINCT message_id) FROM {schema}.app_rows") == 5);
 }
 
+TEST_CASE("a batch handler's transaction carries its deadline server-side, set by the statement that locks the batch") {
+  TestDatabase db;
+  auto pool = db.pool(6);
+  accept_messages(pool, db, 3);
+  auto o = options(db);
+  o.handler_timeout = 20s;
+  o.lease = 30s;
+  std::vector<std::pair<long long, long long>> seen;
+  Worker worker(pool, o,
+                {{.consumer = "c.v1",
+                  .supports = {{"thing.happened", 1}},
+                  .batch_handler = batch_handler([&](std::span<const InboxMessage> messages, BatchContext& c) {
+                    const auto row = c.tx.exec(
+                        "SELECT (extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::bigint, "
+                        "(extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * "
+                        "1000)::bigint")[0];
+                    seen.emplace_back(row[0].as<long long>(), row[1].as<long long>());
+                    return all_completed(messages);
+                  })}});
+  worker.drain();
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 3);
+  REQUIRE_FALSE(seen.empty());
+  for (const auto& [statement_ms, idle_ms] : seen) {
+    CHECK(statement_ms > 15000);
+    CHECK(statement_ms <= 20000);
+    CHECK(idle_ms == statement_ms + 500);
+  }
+}
+
 TEST_CASE("a batch handler past its deadline commits nothing of the batch and its messages complete alone") {
   TestDatabase db;
   create_app_table(db);

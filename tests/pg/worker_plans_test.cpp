@@ -30,7 +30,7 @@ TEST_CASE("the worker's token-guarded statements read receipts by primary key, n
   const std::string token = "'00000000-0000-4000-8000-000000000000'";
   // Each statement with arguments of its parameters' types (inbox/src/worker_queries.hpp).
   const std::vector<std::pair<std::string, std::string>> statements = {
-      // The locks, which also carry the transaction's deadline in a materialized CTE.
+      // The locks, which also carry the transaction's deadline in two sub-selects.
       {"worker.lock", "1, " + token + ", '1000', '1500'"},
       {"worker.lock_many", "'{1,2}', '{" + token.substr(1, 36) + "," + token.substr(1, 36) + "}', '1000', '1500'"},
       {"worker.start_solo", "1, " + token},

@@ -386,6 +386,36 @@ TEST_CASE("a handler that sleeps past its deadline ignoring the signal is cut of
   CHECK(s.db.query("SELECT last_error_type FROM {schema}.inbox_receipts")[0][0].as<std::string>() == "HandlerTimeout");
 }
 
+TEST_CASE("a handler's transaction carries its deadline server-side, set by the statement that locks the receipt") {
+  Setup s;
+  s.inbox.accept(message(kOrders, "m-1"));
+  auto options = s.options();
+  options.handler_timeout = 20s;
+  options.lease = 30s;
+  long long statement_ms = 0, idle_ms = 0;
+  Worker worker(s.pool, options,
+                {{.consumer = kOrders,
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
+                    const auto row = c.tx.exec(
+                        "SELECT (extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::bigint, "
+                        "(extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * "
+                        "1000)::bigint")[0];
+                    statement_ms = row[0].as<long long>();
+                    idle_ms = row[1].as<long long>();
+                  })}});
+  worker.drain();
+  CHECK(s.status_of("m-1") == "COMPLETED");
+  // What was left of the 20 s when the lock ran, and 500 ms more for the idle gaps.
+  CHECK(statement_ms > 15000);
+  CHECK(statement_ms <= 20000);
+  CHECK(idle_ms == statement_ms + 500);
+  // Transaction-local: gone once the handler's transaction ended.
+  auto tx = s.pool->begin();
+  CHECK(tx.exec("SELECT current_setting('statement_timeout')")[0][0].as<std::string>() == "0");
+  tx.commit();
+}
+
 TEST_CASE("a handler stuck in a long query is cancelled at its deadline") {
   Setup s;
   s.inbox.accept(message(kOrders, "m-1"));

@@ -20,7 +20,7 @@ TEST_CASE("parameters the URL already sets are not overridden") {
         "host=h connect_timeout=3 keepalives=1");
 }
 
-TEST_CASE("a pool without a URL or with size zero is a configuration error naming the key") {
+TEST_CASE("a pool with no URL, size zero or check interval zero is a configuration error naming the key") {
   try {
     boxcar::ConnectionPool::create({.url = ""});
     FAIL("expected ConfigError");
@@ -33,6 +33,12 @@ TEST_CASE("a pool without a URL or with size zero is a configuration error namin
     FAIL("expected ConfigError");
   } catch (const boxcar::ConfigError& e) {
     CHECK(e.key() == "pool.size");
+  }
+  try {
+    boxcar::ConnectionPool::create({.url = "postgresql://x/y", .prepared_check_interval = 0});
+    FAIL("expected ConfigError");
+  } catch (const boxcar::ConfigError& e) {
+    CHECK(e.key() == "pool.prepared_check_interval");
   }
 }
 

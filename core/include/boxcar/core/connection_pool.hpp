@@ -58,6 +58,18 @@ struct PoolOptions {
   /// another server connection (PgBouncer 1.18 in transaction pooling), at the cost of a
   /// parse per execution.
   bool prepared_statements = true;
+  /// How often the pool lists a connection's server-side prepared statements to compare
+  /// them with the ones it prepared, for loans whose last transaction committed with
+  /// Tx::commit_and_reset_session (the worker's handler transactions): on every
+  /// `prepared_check_interval`-th such loan of the connection, which then commits plainly
+  /// and is reset, with the check, as it ends. 1: every loan. Every other loan that may
+  /// have run application code is checked as it ends. In between, a statement that
+  /// application code prepared or deallocated by hand and that one of the pool's
+  /// statements then runs into fails that statement and closes the connection
+  /// (docs/operations.md, "Session reset"). The list is a set-returning function the
+  /// server runs per check, which cost about a sixth of a one-message loop's throughput
+  /// when every handler transaction ran it (docs/benchmarks.md, "Twelfth session").
+  std::size_t prepared_check_interval = 32;
 };
 
 /// Who runs statements on a loan, which decides whether its session is reset afterwards.
@@ -99,14 +111,22 @@ class PooledConnection {
   /// Runs the named statement `name` (text `sql`, one name per text) in `transaction`,
   /// which runs on this connection: prepared once per connection (prepare_once), or,
   /// when the pool's PoolOptions::prepared_statements is false, as an unnamed
-  /// parameterised statement. Every named statement of Boxcar goes through here.
+  /// parameterised statement. Every named statement of Boxcar goes through here. A
+  /// statement the server refuses because its prepared statements are not the ones the
+  /// pool prepared on this connection (application code ran PREPARE or DEALLOCATE by hand)
+  /// closes the connection as the loan ends.
   /// @throws pqxx exceptions, unchanged.
   template <typename... Args>
   pqxx::result exec_named(pqxx::transaction_base& transaction, const std::string& name, const std::string& sql,
                           Args&&... args) {
     if (!prepared_statements_) return transaction.exec_params(sql, std::forward<Args>(args)...);
-    prepare_once(name, sql);
-    return transaction.exec_prepared(name, std::forward<Args>(args)...);
+    try {
+      prepare_once(name, sql);
+      return transaction.exec_prepared(name, std::forward<Args>(args)...);
+    } catch (const pqxx::sql_error& e) {
+      if (prepared_statements_diverged(e)) discard();
+      throw;
+    }
   }
 
   /// Marks the connection unusable: it is closed instead of returned.
@@ -115,19 +135,24 @@ class PooledConnection {
   /// True when the session is reset as the loan ends (LoanUse::Application with
   /// PoolOptions::reset_sessions) and that reset has not happened yet.
   bool resets_on_return() const noexcept { return reset_on_return_; }
+  /// True when this loan is the connection's PoolOptions::prepared_check_interval-th since
+  /// its prepared statements were last listed: it must end with the reset that lists them,
+  /// not with Tx::commit_and_reset_session's.
+  bool prepared_check_due() const noexcept { return unchecked_loans_ + 1 >= prepared_check_interval_; }
   /// Records that the loan's last transaction reset the session as it committed
-  /// (Tx::commit_and_reset_session): the loan ends without a reset round trip, and only
-  /// the prepared-statement check runs, against `session_prepared` (the server's
-  /// pg_prepared_statements, read in that transaction after any application statement).
-  /// A failed check closes the connection instead of returning it. Never throws.
-  void session_reset_by_commit(const std::vector<std::string>& session_prepared) noexcept;
+  /// (Tx::commit_and_reset_session): the loan ends without a reset round trip or a
+  /// prepared-statement check, and counts toward the next check. Never throws.
+  void session_reset_by_commit() noexcept;
 
  private:
   friend class ConnectionPool;
   struct Slot {
     std::unique_ptr<pqxx::connection> connection;
     std::unordered_set<std::string> prepared;
+    /// Loans reset by their COMMIT since the prepared-statement check last ran.
+    std::size_t unchecked_loans = 0;
   };
+  static bool prepared_statements_diverged(const pqxx::sql_error& error) noexcept;
   PooledConnection(std::shared_ptr<ConnectionPool> pool, Slot slot, bool reset_on_return);
 
   std::shared_ptr<ConnectionPool> pool_;
@@ -136,6 +161,8 @@ class PooledConnection {
   bool discard_ = false;
   bool reset_on_return_ = true;
   bool prepared_statements_ = true;
+  std::size_t unchecked_loans_ = 0;
+  std::size_t prepared_check_interval_ = 1;
 };
 
 class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {

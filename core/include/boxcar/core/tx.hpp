@@ -24,11 +24,6 @@
 
 namespace boxcar {
 
-/// The select-list expression commit_and_reset_session() needs from the transaction's
-/// last statement: the names of the session's prepared statements, as a JSON array.
-inline constexpr const char* kSessionPreparedColumn =
-    "(SELECT pg_catalog.json_agg(name) FROM pg_catalog.pg_prepared_statements)::text";
-
 class Tx {
  public:
   /// Begins a transaction on `connection`.
@@ -68,18 +63,17 @@ class Tx {
   ///   COMMIT and the outcome is unknown.
   void commit();
   /// Commits like commit(), and resets the session (connection_pool.hpp) in the same
-  /// round trip: the loan then ends without a reset of its own. For an owner whose last
-  /// statement, after every statement application code ran in this transaction, read the
-  /// server's prepared statements as kSessionPreparedColumn: `session_prepared` is that
-  /// column's value (empty for SQL NULL), which the pool's prepared-statement check
-  /// needs. Deferred constraints and constraint triggers are checked just before the
-  /// reset, with the transaction's role and settings (SET CONSTRAINTS ALL IMMEDIATE). A
-  /// loan that is not reset (LoanUse::BoxcarOnly, PoolOptions::reset_sessions off) just
-  /// commits. The worker commits its handler transactions this way (docs/operations.md,
-  /// "Session reset").
+  /// round trip: the loan then ends without a reset of its own. Deferred constraints and
+  /// constraint triggers are checked just before the reset, with the transaction's role
+  /// and settings (SET CONSTRAINTS ALL IMMEDIATE). The prepared-statement check does not
+  /// run: on the connection's PoolOptions::prepared_check_interval-th such loan this
+  /// commits plainly instead and the loan ends with the reset that runs it. A loan that is
+  /// not reset (LoanUse::BoxcarOnly, PoolOptions::reset_sessions off) just commits. The
+  /// worker commits its handler transactions this way (docs/operations.md, "Session
+  /// reset").
   /// @throws DatabaseError as commit(); after a failure the connection is closed, not
   ///   reused.
-  void commit_and_reset_session(const std::string& session_prepared);
+  void commit_and_reset_session();
   /// Rolls back now instead of at destruction. Never throws; a failed rollback closes
   /// the connection instead of returning it to the pool.
   void rollback() noexcept;
