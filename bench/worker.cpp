@@ -27,6 +27,12 @@
 //                   same Worker with PoolOptions::reset_sessions = false: the reset's cost.
 //   fair_claims_t16  batched_t16 with the tenant-fair claim (the default) vs the same Worker
 //                   with fair_claims = false, on one tenant: what fairness costs there.
+//   guarantee_sql_t16  (only when named) (a) vs (a) running Boxcar's own per-message
+//                   statements, read from the library: the lock that sets the deadline, the
+//                   guarded completion, and the COMMIT that resets the session. What the
+//                   guarantees' SQL costs.
+//   worker_machinery_t16  (only when named) that loop vs the Worker: what the Worker's
+//                   threads, queue, pool and bookkeeping cost on top of the same SQL.
 // --case NAME (repeatable) runs only the named cases (and skips the latency run unless
 // --case latency is given); --case rss only the peak-RSS probe (bench/rss_probe.cpp).
 // The last lines are `ratio CASE VALUE TARGET` for the 16-thread cases.
@@ -37,6 +43,7 @@
 #include <iostream>
 #include <mutex>
 #include <span>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -44,7 +51,10 @@
 
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/inbox/worker.hpp"
+#include "boxcar/core/detail/named_statements.hpp"
+#include "boxcar/core/detail/with_schema.hpp"
 #include "boxcar/core/migrate.hpp"
+#include "boxcar/inbox/detail/named_statements.hpp"
 #include "boxcar/core/pg_array.hpp"
 #include "boxcar/core/sql_identifier.hpp"
 #include "harness.hpp"
@@ -197,8 +207,29 @@ RETURNING r.id, r.claim_token::text, r.message_id, r.attempts
 )sql";
 
 // (a) per message, (b) batched with one INSERT per row, (c) batched with one unnest insert.
-// UnnestLocked: (c) with the lock of the batch under its tokens first.
-enum class Raw { PerMessage, Batched, Unnest, UnnestLocked };
+// UnnestLocked: (c) with the lock of the batch under its tokens first. GuaranteeSql: (a)
+// with Boxcar's own lock, completion and commit statements in place of the plain ones.
+enum class Raw { PerMessage, Batched, Unnest, UnnestLocked, GuaranteeSql };
+
+// The SQL text the library runs for `name` (boxcar::detail::*_statements()), so the
+// GuaranteeSql loop can never drift from the Worker's statements.
+std::string library_sql(const std::string& name) {
+  for (const auto& list : {boxcar::detail::inbox_statements(), boxcar::detail::core_unprepared_statements()})
+    for (const auto& statement : list)
+      if (statement.name == name) return boxcar::detail::with_schema(statement.sql, kRawSchema);
+  throw std::runtime_error("bench_worker: the library has no statement named " + name);
+}
+
+// One message of the GuaranteeSql loop: the round trips of (a), with the statements the
+// Worker sends for a message whose handler inserts one row (message_processor.cpp).
+void guarantee_sql_message(pqxx::connection& c, const pqxx::row& claimed, const std::string& commit_and_reset) {
+  pqxx::nontransaction n(c);
+  n.exec("BEGIN");
+  const auto locked = n.exec_prepared("lock", claimed[0].as<long long>(), claimed[1].c_str(), "30000", "31000");
+  n.exec_prepared("app", claimed[2].c_str(), claimed[3].as<int>());
+  n.exec_prepared("guarded_complete", claimed[0].as<long long>(), claimed[1].c_str(), locked[0]["xact_id"].c_str());
+  n.exec(commit_and_reset);
+}
 
 Measurement drain_raw(const std::string& url, int threads, bool batched, Raw shape = Raw::Batched) {
   std::atomic<std::uint64_t> done{0};
@@ -213,9 +244,15 @@ Measurement drain_raw(const std::string& url, int threads, bool batched, Raw sha
       try {
         pqxx::connection c(url);
         c.prepare("claim", kRawClaim);
-        c.prepare("lock", "SELECT id FROM " + raw +
-                              ".inbox_receipts WHERE id = $1 AND claim_token = $2::uuid "
-                              "FOR NO KEY UPDATE");
+        const bool guarantee_sql = shape == Raw::GuaranteeSql;
+        if (guarantee_sql)
+          c.prepare("lock", library_sql("worker.lock"));
+        else
+          c.prepare("lock", "SELECT id FROM " + raw +
+                                ".inbox_receipts WHERE id = $1 AND claim_token = $2::uuid "
+                                "FOR NO KEY UPDATE");
+        if (guarantee_sql) c.prepare("guarded_complete", library_sql("worker.complete"));
+        const std::string commit_and_reset = guarantee_sql ? library_sql("core.commit_and_reset_session") : "";
         c.prepare("app", "INSERT INTO " + raw + ".app_rows (message_id, attempt) VALUES ($1, $2)");
         c.prepare("app_unnest", unnest_insert(raw));
         c.prepare("lock_many", "SELECT r.id FROM " + raw +
@@ -242,7 +279,9 @@ Measurement drain_raw(const std::string& url, int threads, bool batched, Raw sha
             claimed = n.exec_prepared("claim", kConsumer, static_cast<int>(kClaim));
           }
           if (claimed.empty()) return;
-          if (!batched) {
+          if (guarantee_sql) {
+            for (const auto& row : claimed) guarantee_sql_message(c, row, commit_and_reset);
+          } else if (!batched) {
             for (const auto& row : claimed) {
               pqxx::work w(c);
               w.exec_prepared("lock", row[0].as<long long>(), row[1].c_str());
@@ -451,6 +490,18 @@ int main(int argc, char** argv) {
           "batch_handler_lockedraw_t16", "16 threads, msg/s, batch handler of 32 vs (c) + lock under tokens", rounds,
           [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true, Raw::UnnestLocked); },
           [&] { return drain_boxcar(url, 16, messages, {.batch_size = kClaim, .batch_handler = true}); }, std::cout));
+    // Diagnostics, only when named: per_message_t16's gap split into the guarantees' SQL
+    // and the Worker's machinery (docs/benchmarks.md, "Twelfth session").
+    if (std::find(only.begin(), only.end(), "guarantee_sql_t16") != only.end())
+      results.push_back(boxcar::bench::compare(
+          "guarantee_sql_t16", "16 threads, msg/s, (a) with Boxcar's per-message statements vs (a)", rounds,
+          [&] { load(url, messages); }, [&] { return drain_raw(url, 16, false); },
+          [&] { return drain_raw(url, 16, false, Raw::GuaranteeSql); }, std::cout));
+    if (std::find(only.begin(), only.end(), "worker_machinery_t16") != only.end())
+      results.push_back(boxcar::bench::compare(
+          "worker_machinery_t16", "16 threads, msg/s, Worker vs (a) with Boxcar's per-message statements", rounds,
+          [&] { load(url, messages); }, [&] { return drain_raw(url, 16, false, Raw::GuaranteeSql); },
+          [&] { return drain_boxcar(url, 16, messages, {}); }, std::cout));
     // What the pool's session reset costs: one more round trip per handler transaction.
     // Here the "baseline" is Boxcar itself with the reset turned off.
     if (wanted("session_reset_t16"))
