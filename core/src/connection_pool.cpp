@@ -104,7 +104,8 @@ void PooledConnection::session_reset_by_commit() noexcept {
 bool PooledConnection::prepared_statements_diverged(const pqxx::sql_error& error) noexcept {
   // 26000 invalid_sql_statement_name: one the pool prepared is gone (a DEALLOCATE by hand);
   // 42P05 duplicate_prepared_statement: its name is taken (a PREPARE by hand).
-  return error.sqlstate() == "26000" || error.sqlstate() == "42P05";
+  const std::string state = detail::sqlstate_of(error);
+  return state == "26000" || state == "42P05";
 }
 
 void PooledConnection::prepare_once(const std::string& name, const std::string& sql) {

@@ -321,10 +321,11 @@ WHERE pid = $1
 // set_config instead of pinning a search_path the handler would also see. This statement
 // waits only for a row claimed under this worker's token (a lock held elsewhere means a
 // stale claim, which the supervisor's deadline cancels like any statement of the
-// attempt). The settings are uncorrelated sub-selects: each runs once (an InitPlan), as
-// the row is returned; with no row the claim is stale and the transaction rolls back. A
-// MATERIALIZED CTE would run them once too, but builds a tuplestore per execution, which
-// cost about 5% of the one-message throughput (docs/benchmarks.md, "Twelfth session").
+// attempt). The settings are uncorrelated sub-selects, returned so that they run: each
+// runs once (an InitPlan), as the row is returned; with no row the claim is stale and the
+// transaction rolls back. A MATERIALIZED CTE would run them once too, but builds a
+// tuplestore per execution, which cost about 5% of the one-message throughput
+// (docs/benchmarks.md, "Twelfth session").
 inline constexpr const char* kLock = R"sql(
 SELECT r.id,
        pg_catalog.pg_current_xact_id()::text AS xact_id,

@@ -23,10 +23,6 @@ using namespace boxcar::testing;
 
 namespace {
 
-std::shared_ptr<ConnectionPool> pool_of_one_checking_every(const TestDatabase& db, std::size_t loans) {
-  return ConnectionPool::create({.url = db.url(), .size = 1, .prepared_check_interval = loans});
-}
-
 // The last query text `backend` sent, as another session sees it.
 std::string last_query_of(const TestDatabase& db, int backend) {
   return db.query("SELECT query FROM pg_stat_activity WHERE pid = " + std::to_string(backend))[0][0].c_str();
@@ -130,7 +126,7 @@ TEST_CASE("a deferred constraint that fails in commit_and_reset_session commits 
 
 TEST_CASE("a statement prepared by hand closes the session at its next prepared-statement check") {
   TestDatabase db;
-  auto pool = pool_of_one_checking_every(db, 2);
+  auto pool = pool_of_one(db, 2);
   const int backend = backend_of(*pool);  // a plain commit: the check ran as that loan ended
   {
     Tx tx = pool->begin();
@@ -157,7 +153,7 @@ TEST_CASE("a statement prepared by hand closes the session at its next prepared-
 
 TEST_CASE("with a prepared-statement check due, commit_and_reset_session commits plainly and the loan's reset checks") {
   TestDatabase db;
-  auto pool = pool_of_one_checking_every(db, 1);
+  auto pool = pool_of_one(db, 1);
   const int backend = backend_of(*pool);
   {
     Tx tx = pool->begin();

@@ -13,8 +13,10 @@
 
 namespace boxcar::testing {
 
-inline std::shared_ptr<ConnectionPool> pool_of_one(const TestDatabase& db) {
-  return ConnectionPool::create({.url = db.url(), .size = 1});
+/// `prepared_check_interval`: PoolOptions'; the default unless a test needs the check sooner.
+inline std::shared_ptr<ConnectionPool> pool_of_one(
+    const TestDatabase& db, std::size_t prepared_check_interval = PoolOptions{}.prepared_check_interval) {
+  return ConnectionPool::create({.url = db.url(), .size = 1, .prepared_check_interval = prepared_check_interval});
 }
 
 /// The backend a fresh loan of `pool` runs on.

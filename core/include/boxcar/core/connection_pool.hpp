@@ -48,7 +48,8 @@ struct PoolOptions {
       "keepalives_count=3 tcp_user_timeout=30000 application_name=boxcar";
   /// Reset the session of every LoanUse::Application loan before the connection is reused
   /// (one extra round trip per such loan; none when its last transaction committed with
-  /// Tx::commit_and_reset_session, as the worker's handler transactions do). Turning it off lets one handler's SET, SET ROLE,
+  /// Tx::commit_and_reset_session, as the worker's handler transactions do, except on
+  /// every prepared_check_interval-th). Turning it off lets one handler's SET, SET ROLE,
   /// temporary tables or advisory locks reach the next borrower; it exists to measure the
   /// reset's cost (bench/worker.cpp), not for production.
   bool reset_sessions = true;
