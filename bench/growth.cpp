@@ -329,7 +329,7 @@ Measurement drain(const std::string& url, const char* schema, int count) {
       {{.consumer = kConsumer, .supports = {{"order.created", 1}}, .handler = std::make_shared<InsertRow>(schema)}});
   const auto start = Clock::now();
   worker.start();
-  while (worker.stats().completed < static_cast<std::uint64_t>(count)) std::this_thread::sleep_for(1ms);
+  boxcar::bench::wait_until([&] { return worker.stats().completed >= static_cast<std::uint64_t>(count); });
   const double elapsed = since(start);
   worker.stop();
   return {.units = static_cast<std::uint64_t>(count), .seconds = elapsed};

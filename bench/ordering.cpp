@@ -94,7 +94,7 @@ Measurement drain(const std::string& url, const char* schema, std::size_t batch_
       {{.consumer = kConsumer, .supports = {{"order.created", 1}}, .handler = std::make_shared<InsertRow>(schema)}});
   const auto start = Clock::now();
   worker.start();
-  while (worker.stats().completed < static_cast<std::uint64_t>(count)) std::this_thread::sleep_for(1ms);
+  boxcar::bench::wait_until([&] { return worker.stats().completed >= static_cast<std::uint64_t>(count); });
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   worker.stop();
   return {.units = static_cast<std::uint64_t>(count), .seconds = elapsed};

@@ -183,7 +183,7 @@ Measurement drain_boxcar(const std::string& url, int threads, int count, const S
                                                                      .handler = std::make_shared<InsertRow>()}});
   const auto start = Clock::now();
   worker.start();
-  while (worker.stats().completed < static_cast<std::uint64_t>(count)) std::this_thread::sleep_for(1ms);
+  boxcar::bench::wait_until([&] { return worker.stats().completed >= static_cast<std::uint64_t>(count); });
   const double elapsed = seconds_since(start);
   worker.stop();
   return {.units = static_cast<std::uint64_t>(count), .seconds = elapsed};

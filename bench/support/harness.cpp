@@ -207,6 +207,10 @@ double since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+void wait_until(const std::function<bool()>& done) {
+  while (!done()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
 std::string fixed(double value, int decimals) {
   std::ostringstream out;
   out << std::fixed << std::setprecision(decimals) << value;
