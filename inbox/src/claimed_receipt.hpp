@@ -1,6 +1,7 @@
 // A receipt this worker holds a claim on, as read back by a claim statement.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -31,6 +32,10 @@ struct ClaimedReceipt {
   bool suspect = false;
   /// Has an ordering key (docs/ordering.md): completing it moves its key on.
   bool ordered = false;
+  /// The earliest the claim's lease can end, on this process's clock: the claim (or the
+  /// last renewal) was sent before the database computed `now() + lease`. Claimed
+  /// receipts waiting their turn have their leases renewed before it comes.
+  std::chrono::steady_clock::time_point lease_until{};
 
   /// Reads a row of a claim statement (see worker_queries.hpp).
   static ClaimedReceipt from_row(const pqxx::row& row);

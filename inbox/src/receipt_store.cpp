@@ -11,10 +11,16 @@
 namespace boxcar::detail {
 namespace {
 
-std::vector<ClaimedReceipt> read_claims(const pqxx::result& rows) {
+using Clock = std::chrono::steady_clock;
+
+// `lease_until`: when the claims' leases end at the earliest (ClaimedReceipt::lease_until).
+std::vector<ClaimedReceipt> read_claims(const pqxx::result& rows, Clock::time_point lease_until = {}) {
   std::vector<ClaimedReceipt> claims;
   claims.reserve(rows.size());
-  for (const auto& row : rows) claims.push_back(ClaimedReceipt::from_row(row));
+  for (const auto& row : rows) {
+    claims.push_back(ClaimedReceipt::from_row(row));
+    claims.back().lease_until = lease_until;
+  }
   return claims;
 }
 
@@ -53,16 +59,19 @@ ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::stri
 
 std::vector<ClaimedReceipt> ReceiptStore::claim(const std::string& consumer, std::size_t limit,
                                                 std::chrono::milliseconds lease) {
+  const auto sent = Clock::now();
   return read_claims(pool_->autocommit("boxcar.worker.claim." + schema_, claim_, consumer,
-                                       static_cast<long long>(limit), static_cast<long long>(lease.count())));
+                                       static_cast<long long>(limit), static_cast<long long>(lease.count())),
+                     sent + lease);
 }
 
 FairClaim ReceiptStore::claim_fair(const std::string& consumer, std::size_t limit, std::chrono::milliseconds lease,
                                    const ScopeCursor& after) {
+  const auto sent = Clock::now();
   const auto rows =
       pool_->autocommit("boxcar.worker.claim_fair." + schema_, claim_fair_, consumer, static_cast<long long>(limit),
                         static_cast<long long>(lease.count()), after.kind, after.id);
-  FairClaim out{.claims = read_claims(rows), .next = after};
+  FairClaim out{.claims = read_claims(rows, sent + lease), .next = after};
   if (!rows.empty() && !rows[0]["cursor_kind"].is_null())
     out.next = {.kind = rows[0]["cursor_kind"].c_str(), .id = rows[0]["cursor_id"].c_str()};
   return out;
@@ -70,10 +79,11 @@ FairClaim ReceiptStore::claim_fair(const std::string& consumer, std::size_t limi
 
 std::optional<ClaimedReceipt> ReceiptStore::claim_suspect(const std::string& consumer,
                                                           std::chrono::milliseconds lease) {
+  const auto sent = Clock::now();
   const auto rows = pool_->autocommit("boxcar.worker.claim_suspect." + schema_, claim_suspect_, consumer,
                                       static_cast<long long>(lease.count()));
   if (rows.empty()) return std::nullopt;
-  return ClaimedReceipt::from_row(rows[0]);
+  return std::move(read_claims(rows, sent + lease).front());
 }
 
 bool ReceiptStore::suspect_due(const std::string& consumer) {

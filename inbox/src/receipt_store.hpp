@@ -124,7 +124,8 @@ class ReceiptStore {
                         std::chrono::milliseconds delay = std::chrono::milliseconds(0));
   std::size_t hand_back(std::span<const ClaimedReceipt> receipts);
   /// Extends the leases of receipts still claimed under their tokens to now + `lease`,
-  /// in an autocommit statement; returns how many.
+  /// in an autocommit statement, passing over rows another transaction has locked (a
+  /// handler that took the receipt meanwhile): never waits. Returns how many.
   std::size_t renew_leases(std::span<const ClaimedReceipt* const> receipts, std::chrono::milliseconds lease);
 
  private:

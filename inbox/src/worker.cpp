@@ -1,9 +1,11 @@
 // The worker's threads: a dispatcher that claims (woken by NOTIFY, or polling), recovers
 // expired leases, runs the suspect lane (one suspect at a time, once nothing else is
-// queued or in flight) and feeds a bounded local queue; handler threads that drain it (and,
-// with batch_size > 1, claim their own batch while a consumer has a backlog and the queue
-// is empty, so claims run in parallel); and a supervisor that abandons and replaces a
-// handler thread whose handler ignores its deadline.
+// queued or in flight), feeds a bounded local queue and renews the leases of claims that
+// wait in it long; handler threads that drain it (with batch_size 1, a short run of
+// consecutive claims each; with batch_size > 1, a batch each, and they claim their own
+// batch while a consumer has a backlog and the queue is empty, so claims run in parallel);
+// and a supervisor that puts the runs behind slow handlers back on the queue and abandons
+// and replaces a handler thread whose handler ignores its deadline.
 //
 // Lifetime: a handler thread owns a reference to the Impl (and so to everything it
 // touches: processor, store, stats, registry, pool, handlers, metrics), because an
@@ -44,6 +46,16 @@ constexpr auto kSupervisePeriod = 100ms;
 // After the shutdown grace, how long stop() waits for handlers whose queries it cancelled
 // before abandoning them.
 constexpr auto kCancelWait = 2s;
+// With batch_size 1 a handler thread takes up to this many consecutive claims from a deep
+// queue and runs them one transaction after another. Neighbouring receipts share heap
+// pages, and sixteen threads each locking and completing one of sixteen neighbours contend
+// for them: a raw loop of Boxcar's statements fed from one shared queue ran at 0.92 of the
+// same loop with a claim per thread (docs/benchmarks.md, "Thirteenth session").
+constexpr std::size_t kRunLength = 4;
+// A run's handler thread still busy with one message after this long gives the rest of
+// its run back to the queue, where idle threads take it: a slow handler delays the
+// messages behind it by at most this plus one supervisor period.
+constexpr auto kRunStall = 100ms;
 
 std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& options,
                                                      const std::vector<HandlerRegistration>& handlers,
@@ -271,6 +283,10 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     // queue_mutex_ and only to describe an abandonment: formatting identities for every
     // message would put string work on the hot path for a rare log line.
     const std::vector<detail::ClaimedReceipt>* batch = nullptr;
+    // With batch_size 1: the claims the thread took to run after its current one.
+    std::deque<detail::ClaimedReceipt> run;
+    // When the thread began its current message (or batch).
+    Clock::time_point started;
   };
 
   // The identities of a batch, comma-separated, for the log line of an abandonment.
@@ -284,6 +300,8 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     Identities identities;
     std::string cause;
     std::optional<detail::InFlightRegistry::Abandoned> attempt;
+    // The rest of the thread's run, never started: handed back.
+    std::vector<detail::ClaimedReceipt> unstarted;
   };
 
   std::string fmt_consumers() const {
@@ -292,11 +310,52 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     return s;
   }
 
-  // Claimed-but-unstarted work is bounded, so leases do not run out in the local queue.
-  std::size_t queue_capacity() const { return options_.concurrency * options_.batch_size * 2; }
+  // Claimed-but-unstarted work is bounded: room for every handler thread to take two
+  // batches, or two runs with batch_size 1. Claims that wait long have their leases
+  // renewed (renew_leases_running_out).
+  std::size_t queue_capacity() const {
+    return options_.concurrency * (options_.batch_size > 1 ? options_.batch_size : kRunLength) * 2;
+  }
   // The dispatcher refills a busy queue once it is down to half: one claim of half the
   // capacity instead of a claim, and a dispatcher wake-up, for every message taken.
   std::size_t refill_level() const { return queue_capacity() / 2; }
+
+  // Under queue_mutex_: whether a lease in `waiting` may end before `needed_until`.
+  static bool runs_out_locked(const std::deque<detail::ClaimedReceipt>& waiting, Clock::time_point needed_until) {
+    return std::any_of(waiting.begin(), waiting.end(), [&](const auto& r) { return r.lease_until < needed_until; });
+  }
+  // A run's claims wait out the transaction of the message before them: one deadline, and
+  // the grace before an ignoring handler is abandoned.
+  Clock::time_point run_needed_until() const { return Clock::now() + options_.handler_timeout + kAbandonAfter; }
+
+  // Renews, in one statement outside the lock, the leases of the receipts in `waiting` (the
+  // queue, or a thread's run; guarded by queue_mutex_) that may end before
+  // `needed_until`, and moves their lease_until on. Only claims that waited long need it,
+  // so it usually finds none and sends nothing.
+  void renew_leases_running_out(std::deque<detail::ClaimedReceipt>& waiting, Clock::time_point needed_until) {
+    std::vector<detail::ClaimedReceipt> running_out;
+    {
+      std::lock_guard q(queue_mutex_);
+      for (const auto& r : waiting)
+        if (r.lease_until < needed_until) running_out.push_back(r);
+    }
+    if (running_out.empty()) return;
+    std::vector<const detail::ClaimedReceipt*> receipts;
+    for (const auto& r : running_out) receipts.push_back(&r);
+    const auto sent = Clock::now();
+    try {
+      store_.renew_leases(receipts, options_.lease);
+    } catch (const std::exception& e) {
+      // Left as they are: a claim whose lease runs out finds its lock refused, and lease
+      // recovery re-runs the receipt.
+      log_->warn("could not renew the leases of {} waiting receipts: {}", receipts.size(), e.what());
+      return;
+    }
+    std::lock_guard q(queue_mutex_);
+    for (auto& r : waiting)
+      if (std::any_of(running_out.begin(), running_out.end(), [&](const auto& renewed) { return renewed.id == r.id; }))
+        r.lease_until = sent + options_.lease;
+  }
 
   void hand_back(const std::vector<detail::ClaimedReceipt>& receipts) {
     if (receipts.empty()) return;
@@ -490,6 +549,8 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         if (Clock::now() >= next_recovery) {
           next_recovery = Clock::now() + options_.poll_interval;
           recover();
+          // Until the tick after next, whatever a claim waits for in the queue.
+          renew_leases_running_out(queue_, Clock::now() + 2 * options_.poll_interval);
           mark_all_due();  // the poll: retries whose backoff ended send no notification
         }
         if (suspect_lane_) {
@@ -548,19 +609,19 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
       std::vector<detail::ClaimedReceipt> batch;
       std::optional<std::size_t> self_claim;
       std::size_t queue_level = 0;
+      bool run_needs_renewal = false;
       {
         std::unique_lock q(queue_mutex_);
         work_available_.wait(q, [&] {
           return stopping_ || slot.abandoned || !queue_.empty() || (self_claim = backlogged_consumer_locked());
         });
         if (stopping_ || slot.abandoned) return;
-        while (!queue_.empty() && batch.size() < options_.batch_size) {
-          batch.push_back(std::move(queue_.front()));
-          queue_.pop_front();
-        }
+        take_locked(slot, batch);
+        run_needs_renewal = runs_out_locked(slot.run, run_needed_until());
         queue_level = queue_.size();
         slot.batch = &batch;
         slot.busy = true;
+        slot.started = Clock::now();
         ++busy_threads_;
       }
       if (self_claim) {
@@ -588,13 +649,16 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
       } else if (queue_level <= refill_level()) {
         room_or_idle_.notify_all();  // the dispatcher refills
       }
-      processor_.process(batch, watchdog);
+      std::vector<detail::ClaimedReceipt> unstarted;
       bool idle = false;
-      {
+      while (true) {
+        if (run_needs_renewal) renew_leases_running_out(slot.run, run_needed_until());
+        processor_.process(batch, watchdog);
         std::lock_guard q(queue_mutex_);
         if (slot.abandoned) {
           // Replaced long ago; the attempt's outcome was recorded as a timeout (or went
-          // stale) by process(). Nothing else of the worker is this thread's any more.
+          // stale) by process(), and its run was handed back. Nothing else of the worker
+          // is this thread's any more.
           const Identities ids = describe(batch);
           log_event(*log_, LogLevel::Warn, "an abandoned handler returned; its thread ends",
                     {{"consumer", ids.consumers},
@@ -603,13 +667,59 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
                      {"attempt", ids.attempts}});
           return;
         }
+        if (!slot.run.empty() && !stopping_) {
+          batch.clear();
+          batch.push_back(std::move(slot.run.front()));
+          slot.run.pop_front();
+          slot.started = Clock::now();
+          run_needs_renewal = runs_out_locked(slot.run, run_needed_until());
+          continue;
+        }
+        // stop() began during the run: the rest was never started.
+        unstarted.assign(std::make_move_iterator(slot.run.begin()), std::make_move_iterator(slot.run.end()));
+        slot.run.clear();
         slot.batch = nullptr;
         slot.busy = false;
         idle = --busy_threads_ == 0;
+        break;
       }
+      hand_back(unstarted);
       // Only an idle process matters to the waiters: the suspect lane and stop().
       if (idle) room_or_idle_.notify_all();
     }
+  }
+
+  // Under queue_mutex_: what a handler thread takes from the queue. With batch_size > 1,
+  // a batch. With batch_size 1, one message, and as many more to run after it (up to
+  // kRunLength in all) as the queue holds for every handler thread; a shallow queue
+  // gives one each, so no message waits behind another while a thread is idle.
+  void take_locked(Slot& slot, std::vector<detail::ClaimedReceipt>& batch) {
+    const auto take = [&] {
+      auto r = std::move(queue_.front());
+      queue_.pop_front();
+      return r;
+    };
+    if (options_.batch_size > 1) {
+      while (!queue_.empty() && batch.size() < options_.batch_size) batch.push_back(take());
+      return;
+    }
+    if (queue_.empty()) return;
+    const std::size_t run = std::clamp<std::size_t>(queue_.size() / options_.concurrency, 1, kRunLength);
+    batch.push_back(take());
+    while (slot.run.size() + 1 < run) slot.run.push_back(take());
+  }
+
+  // Under queue_mutex_: the runs of threads busy with one message for longer than
+  // kRunStall go back to the front of the queue, in claim order, for idle threads.
+  bool requeue_stalled_runs_locked(Clock::time_point now) {
+    bool requeued = false;
+    for (const auto& slot : slots_) {
+      if (!slot->busy || slot->run.empty() || now - slot->started < kRunStall) continue;
+      for (auto it = slot->run.rbegin(); it != slot->run.rend(); ++it) queue_.push_front(std::move(*it));
+      slot->run.clear();
+      requeued = true;
+    }
+    return requeued;
   }
 
   static Identities describe(const std::vector<detail::ClaimedReceipt>& batch) {
@@ -628,11 +738,14 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   // Finds handlers that ignore their deadline and gives their threads up.
   void supervise_loop() {
     while (true) {
+      bool requeued;
       {
         std::unique_lock q(queue_mutex_);
         supervisor_wakeup_.wait_for(q, kSupervisePeriod, [&] { return !supervising_; });
         if (!supervising_) return;
+        requeued = requeue_stalled_runs_locked(Clock::now());
       }
+      if (requeued) work_available_.notify_all();
       for (const auto id : in_flight_.overdue(Clock::now() - kAbandonAfter)) {
         std::optional<Abandonment> abandoned;
         {
@@ -661,7 +774,9 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     Abandonment a{.slot = slot,
                   .identities = slot->batch ? describe(*slot->batch) : Identities{},
                   .cause = std::move(cause),
-                  .attempt = attempt};
+                  .attempt = attempt,
+                  .unstarted = {std::make_move_iterator(slot->run.begin()), std::make_move_iterator(slot->run.end())}};
+    slot->run.clear();
     slot->abandoned = true;
     if (slot->busy) --busy_threads_;
     slot->thread.detach();
@@ -670,10 +785,12 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     return a;
   }
 
-  // Outside the queue lock: count, log, and cut the abandoned attempt's session, so a
-  // handler that keeps issuing statements cannot hold its aborted transaction (and the
-  // receipt's row lock) open. Lease recovery then retries the receipt or makes it DEAD.
+  // Outside the queue lock: hand back the rest of its run, count, log, and cut the
+  // abandoned attempt's session, so a handler that keeps issuing statements cannot hold
+  // its aborted transaction (and the receipt's row lock) open. Lease recovery then retries
+  // the receipt or makes it DEAD.
   void report(const Abandonment& a) {
+    hand_back(a.unstarted);
     if (options_.metrics) options_.metrics->abandoned_handler();
     std::string session = "no transaction open";
     if (a.attempt && a.attempt->backend_pid != 0) {

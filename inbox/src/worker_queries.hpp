@@ -450,16 +450,24 @@ WHERE r.id = c.id
   AND r.claim_token = c.token
 )sql";
 
-// A batch rolled back and is re-run one message per transaction: extend the leases of
-// the receipts still waiting for their turn, guarded by their claim tokens, so a lease
+// Claimed receipts still waiting for their turn (a re-run batch's, a handler thread's
+// run, the local queue's): extend their leases, guarded by their claim tokens, so a lease
 // never has to cover more than one transaction (docs/worker.md, "How long a claim is
-// held"). $1: bigint[] of ids, $2: uuid[] of tokens, pairwise; $3: lease in ms.
+// held"). SKIP LOCKED: a handler thread may have taken one and locked it meanwhile, and
+// the renewal must not wait out its transaction. $1: bigint[] of ids, $2: uuid[] of
+// tokens, pairwise; $3: lease in ms.
 inline constexpr const char* kRenewLeases = R"sql(
+WITH waiting AS (
+    SELECT w.id
+    FROM {schema}.inbox_receipts AS w
+    JOIN ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
+      ON w.id = c.id AND w.claim_token = c.token
+    FOR NO KEY UPDATE OF w SKIP LOCKED
+)
 UPDATE {schema}.inbox_receipts AS r
 SET lease_expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $3::double precision / 1000::double precision)
-FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
-WHERE r.id = c.id
-  AND r.claim_token = c.token
+FROM waiting
+WHERE r.id = waiting.id
 )sql";
 
 // worker.tenant_setting (docs/security.md, section 4): before each handler, the message's

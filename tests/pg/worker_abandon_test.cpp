@@ -147,7 +147,7 @@ TEST_CASE("lease recovery runs while the local queue is full") {
   Worker worker(s.pool,
                 {.schema = s.db.schema(),
                  .consumers = {kConsumer},
-                 .concurrency = 1,  // local queue capacity 2 x 1 x 1
+                 .concurrency = 1,  // local queue capacity 2 x 1 x 4 (runs of 4 with batch_size 1)
                  .lease = 30s,
                  .handler_timeout = 20s,
                  .max_attempts = 5,
@@ -161,11 +161,15 @@ TEST_CASE("lease recovery runs while the local queue is full") {
                     insert_app_row(table, c);
                   })}});
   std::vector<AcceptRequest> batch;
-  for (int i = 0; i < 4; ++i) batch.push_back(message(kConsumer, "m-" + std::to_string(i)));
+  for (int i = 0; i < 20; ++i) batch.push_back(message(kConsumer, "m-" + std::to_string(i)));
   s.inbox.accept_many(batch);
   worker.start();
-  // One in the handler, two in the full local queue, one left PENDING.
-  REQUIRE(eventually([&] { return running.load() == 1 && s.count("status = 'PROCESSING'") == 3; }));
+  // A claim of 8 fills the queue; the thread takes one into the handler and three into its
+  // run, and a claim of 4 refills the queue. The run goes back to the queue once the
+  // handler has run for 100 ms: 11 queued, above the refill level, so 8 stay PENDING.
+  REQUIRE(eventually([&] {
+    return running.load() == 1 && s.count("status = 'PROCESSING'") == 12 && s.count("status = 'PENDING'") == 8;
+  }));
 
   // Two receipts whose worker died: one whose solo run had started on its last attempt,
   // one claimed beside other messages.
@@ -189,7 +193,7 @@ TEST_CASE("lease recovery runs while the local queue is full") {
   CHECK(worker.stats().lease_expired == 1);
 
   release = true;
-  CHECK(eventually([&] { return s.count("status = 'COMPLETED'") == 5; }));
+  CHECK(eventually([&] { return s.count("status = 'COMPLETED'") == 21; }));
   CHECK(s.db.scalar("SELECT attempts FROM {schema}.inbox_receipts WHERE message_id = 'x-retry'") == 1);
   worker.stop();
 }
