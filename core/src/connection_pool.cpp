@@ -137,8 +137,8 @@ PooledConnection ConnectionPool::acquire(LoanUse use) {
       PooledConnection::Slot slot = std::move(idle_.back());
       idle_.pop_back();
       // The check is a system call: made outside the lock every loan and return takes, so
-      // that handler threads do not queue behind it (docs/benchmarks.md, "Thirteenth
-      // session"). The connection still counts in open_ meanwhile, as a loan.
+      // that handler threads do not queue behind it. The connection still counts in open_
+      // meanwhile, as a loan.
       lock.unlock();
       if (looks_healthy(*slot.connection)) return PooledConnection(shared_from_this(), std::move(slot), reset);
       slot.connection.reset();  // dropped: closed, outside the lock
