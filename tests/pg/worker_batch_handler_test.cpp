@@ -259,11 +259,7 @@ TEST_CASE("a batch handler's transaction carries its deadline server-side, set b
                 {{.consumer = "c.v1",
                   .supports = {{"thing.happened", 1}},
                   .batch_handler = batch_handler([&](std::span<const InboxMessage> messages, BatchContext& c) {
-                    const auto row = c.tx.exec(
-                        "SELECT (extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::bigint, "
-                        "(extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * "
-                        "1000)::bigint")[0];
-                    seen.emplace_back(row[0].as<long long>(), row[1].as<long long>());
+                    seen.push_back(transaction_deadline_ms(c.tx));
                     return all_completed(messages);
                   })}});
   worker.drain();

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "boxcar/inbox/worker.hpp"
 #include "worker_fixture.hpp"
@@ -397,12 +398,7 @@ TEST_CASE("a handler's transaction carries its deadline server-side, set by the 
                 {{.consumer = kOrders,
                   .supports = {{"thing.happened", 1}},
                   .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
-                    const auto row = c.tx.exec(
-                        "SELECT (extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::bigint, "
-                        "(extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * "
-                        "1000)::bigint")[0];
-                    statement_ms = row[0].as<long long>();
-                    idle_ms = row[1].as<long long>();
+                    std::tie(statement_ms, idle_ms) = transaction_deadline_ms(c.tx);
                   })}});
   worker.drain();
   CHECK(s.status_of("m-1") == "COMPLETED");

@@ -36,6 +36,15 @@ inline HandlerRegistration app_row_writer(const std::string& consumer, std::stri
           })};
 }
 
+/// The deadline the worker set for `tx`, in ms: (statement_timeout,
+/// idle_in_transaction_session_timeout), read inside a handler.
+inline std::pair<long long, long long> transaction_deadline_ms(TxView tx) {
+  const auto row = tx.exec(
+      "SELECT (extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::bigint, "
+      "(extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * 1000)::bigint")[0];
+  return {row[0].as<long long>(), row[1].as<long long>()};
+}
+
 inline AcceptRequest message(const std::string& consumer, const std::string& id,
                              const std::string& event_type = "thing.happened", int version = 1) {
   return {.scope = Scope::tenant("t1"),
