@@ -347,6 +347,10 @@ std::vector<ConfigKey> build_table() {
       millis(
           "pool.acquire_timeout_ms", [](auto& c) -> auto& { return c.pool.acquire_timeout; },
           "how long a component waits for a free connection before DATABASE_POOL_TIMEOUT"),
+      number(
+          "pool.prepared_check_interval", [](auto& c) -> auto& { return c.pool.prepared_check_interval; },
+          "a connection's server-side prepared statements are listed and checked on every N-th worker handler "
+          "transaction; the others reset on their COMMIT (docs/operations.md, \"Session reset\")"),
       text(
           "pool.default_parameters", "libpq NAME=VALUE ...", [](auto& c) -> auto& { return c.pool.default_parameters; },
           "libpq parameters added to database.url unless it sets them (timeouts, keepalives; docs/operations.md)",

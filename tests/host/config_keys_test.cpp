@@ -82,14 +82,15 @@ TEST_CASE("every key set from the environment under its listed variable reaches 
   // Each key's documented value round-trips: environment in, config check out.
   std::vector<std::string> env = kBaseEnv;
   std::map<std::string, std::string> expected = {
-      {"worker.claim_limit", "7"},          {"worker.batch_failure_mode", "savepoint"},
-      {"worker.backoff_base_ms", "250"},    {"worker.backoff_cap_ms", "9000"},
-      {"worker.max_error_bytes", "300"},    {"publisher.max_in_flight_batches", "2"},
-      {"publisher.backoff_base_ms", "100"}, {"publisher.backoff_cap_ms", "5000"},
-      {"pool.acquire_timeout_ms", "1500"},  {"pool.default_parameters", "connect_timeout=3"},
-      {"worker.concurrency", "6"},          {"shutdown.grace_ms", "2500"},
-      {"inbox.group_commit", "true"},       {"database.session_url", "postgresql://u@direct/db"},
-      {"database.pooler", "session"},       {"database.prepared_statements", "false"},
+      {"worker.claim_limit", "7"},           {"worker.batch_failure_mode", "savepoint"},
+      {"worker.backoff_base_ms", "250"},     {"worker.backoff_cap_ms", "9000"},
+      {"worker.max_error_bytes", "300"},     {"publisher.max_in_flight_batches", "2"},
+      {"publisher.backoff_base_ms", "100"},  {"publisher.backoff_cap_ms", "5000"},
+      {"pool.acquire_timeout_ms", "1500"},   {"pool.default_parameters", "connect_timeout=3"},
+      {"worker.concurrency", "6"},           {"shutdown.grace_ms", "2500"},
+      {"inbox.group_commit", "true"},        {"database.session_url", "postgresql://u@direct/db"},
+      {"database.pooler", "session"},        {"database.prepared_statements", "false"},
+      {"pool.prepared_check_interval", "8"},
   };
   for (const auto& [name, value] : expected) env.push_back(find_config_key(name)->env + "=" + value);
   const RuntimeConfig config = load_config({.environment = env});
@@ -113,6 +114,7 @@ TEST_CASE("every key set from the environment under its listed variable reaches 
   CHECK(config.inbox_group_commit);  // off by default
   CHECK(config.pool.session_url == "postgresql://u@direct/db");
   CHECK_FALSE(config.pool.prepared_statements);
+  CHECK(config.pool.prepared_check_interval == 8);
 }
 
 TEST_CASE("each key's default is the default of the component option it sets") {
@@ -130,6 +132,8 @@ TEST_CASE("each key's default is the default of the component option it sets") {
         std::to_string(PublisherOptions{}.max_in_flight_batches));
   CHECK(find_config_key("pool.acquire_timeout_ms")->default_value() ==
         std::to_string(PoolOptions{}.acquire_timeout.count()));
+  CHECK(find_config_key("pool.prepared_check_interval")->default_value() ==
+        std::to_string(PoolOptions{}.prepared_check_interval));
   CHECK(find_config_key("inbox.group_commit")->default_value() == (InboxOptions{}.group_commit ? "true" : "false"));
 }
 
@@ -137,11 +141,13 @@ TEST_CASE("every ConfigError key the libraries throw is a key of the configurati
   // Constructor arguments that a program passes (not configuration) and the test kit's
   // own variable are named as such; everything else must be a real key.
   const std::set<std::string> arguments = {
-      "handlers",     "inbox.pool",      "worker.pool", "outbox.pool", "publisher.pool",
-      "backlog.pool", "backlog.metrics", "kafka",       "config.file", "BOXCAR_TEST_DATABASE_URL"};
+      "handlers", "inbox.pool", "worker.pool", "outbox.pool", "publisher.pool", "backlog.pool", "backlog.metrics",
+      "kafka", "config.file", "BOXCAR_TEST_DATABASE_URL",
+      // MigrateOptions a program passes to boxcar::migrate, and `boxcar migrate --role-prefix`.
+      "migrate.lock_timeout", "migrate.max_lock_attempts", "migrate.target_version", "roles.role_prefix"};
   const std::regex thrown(R"re(ConfigError\(\s*"([^"]+)")re");
   std::size_t checked = 0;
-  for (const char* folder : {"inbox", "outbox", "publisher", "runtime"}) {
+  for (const char* folder : {"core", "inbox", "outbox", "publisher", "runtime"}) {
     for (const auto& entry :
          std::filesystem::recursive_directory_iterator(std::filesystem::path(BOXCAR_SOURCE_DIR) / folder)) {
       const auto extension = entry.path().extension();
