@@ -1,7 +1,10 @@
 // bench_accept: throughput of Inbox::accept() and Inbox::accept_many() beside the
 // strongest plain-libpqxx equivalent, measured in the same run on the same PostgreSQL.
 //
-//   scripts/bench accept [--seconds S] [--rounds N]
+//   scripts/bench accept [--seconds S] [--rounds N] [--case NAME]...
+//
+// --case NAME (repeatable) runs only the named cases; the ratio lines of the others are
+// left out.
 //
 // Cases (each side with the same thread count and one connection per thread):
 //   accept_t1/t4/t16  accept() with group commit on vs a prepared autocommit
@@ -498,7 +501,10 @@ class Bench {
   std::uint32_t measurement_ = 0;
 };
 
-void run(const Options& options) {
+void run(const Options& options, const std::vector<std::string>& only) {
+  const auto wanted = [&](const std::string& name) {
+    return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+  };
   std::cout << "bench_accept: Inbox::accept()/accept_many() vs plain libpqxx on the same database\n"
             << "  " << options.rounds << " interleaved rounds (baseline, boxcar) of " << options.seconds
             << " s per case, medians reported; " << std::thread::hardware_concurrency()
@@ -508,12 +514,16 @@ void run(const Options& options) {
   std::vector<CaseResult> results;
   std::vector<AcceptCase> accept_cases;
   for (int threads : {1, 4, 16}) {
+    if (!wanted("accept_t" + std::to_string(threads))) continue;
     accept_cases.push_back(bench.accept_case(threads));
     results.push_back(accept_cases.back().result);
   }
-  accept_cases.push_back(bench.accept_case(16, false));
-  results.push_back(accept_cases.back().result);
-  for (int batch : {100, 1000}) results.push_back(bench.accept_many_case(batch));
+  if (wanted("accept_t16_off")) {
+    accept_cases.push_back(bench.accept_case(16, false));
+    results.push_back(accept_cases.back().result);
+  }
+  for (int batch : {100, 1000})
+    if (wanted("accept_many_" + std::to_string(batch))) results.push_back(bench.accept_many_case(batch));
   bench.tear_down();
 
   std::cout << "\n";
@@ -537,8 +547,16 @@ void run(const Options& options) {
 
 int main(int argc, char** argv) {
   Options options;
+  std::vector<std::string> only;
+  std::vector<char*> rest{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--case" && i + 1 < argc)
+      only.emplace_back(argv[++i]);
+    else
+      rest.push_back(argv[i]);
+  }
   try {
-    options = boxcar::bench::parse_options(argc, argv);
+    options = boxcar::bench::parse_options(static_cast<int>(rest.size()), rest.data());
   } catch (const boxcar::bench::UsageError& e) {
     const bool help = std::string_view(e.what()).empty();
     (help ? std::cout : std::cerr) << (help ? "" : std::string(e.what()) + "\n") << boxcar::bench::usage(argv[0])
@@ -546,7 +564,7 @@ int main(int argc, char** argv) {
     return help ? 0 : 2;
   }
   try {
-    run(options);
+    run(options, only);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "bench_accept: error: " << e.what() << std::endl;

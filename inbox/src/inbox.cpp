@@ -374,20 +374,17 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
             statements.exec_prepared(queries_->insert_many_name, queries_->insert_many, c[0], c[1], c[2], c[3], c[4],
                                      c[5], c[6], c[7], c[8], c[9], c[10], c[11]);
         for (const auto& row : rows) {
-          const bool inserted = row["n"].is_null();
-          // An inserted row names its identity; a stored one its position.
+          // Each returned row is an inserted one: its identity names its position.
           const std::size_t i =
-              inserted ? leaders.at(detail::identity_key(row["consumer"].c_str(), row["source"].c_str(),
-                                                         row["scope_kind"].c_str(), row["scope_id"].c_str(),
-                                                         row["message_id"].c_str()))
-                       : slice.leaders.at(row["n"].as<std::size_t>() - 1);
+              leaders.at(detail::identity_key(row["consumer"].c_str(), row["source"].c_str(), row["scope_kind"].c_str(),
+                                              row["scope_id"].c_str(), row["message_id"].c_str()));
           stored[i] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
-                             inserted ? prepared[i]->fingerprint : row["fingerprint"].c_str(), inserted};
+                             prepared[i]->fingerprint, true};
           ++found;
         }
         if (found < slice.leaders.size()) {
-          // Rows committed by a concurrent inserter after the statement began: a separate
-          // statement has a fresh snapshot and sees them.
+          // Identities already stored (duplicates, conflicts, or rows a concurrent inserter
+          // committed while the insert ran): a separate statement, with a fresh snapshot, reads them.
           std::vector<std::size_t> unseen;
           for (const std::size_t i : slice.leaders)
             if (!stored[i]) unseen.push_back(i);
@@ -408,8 +405,8 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
     try {
       if (slices.size() == 1) {
         // One statement is atomic on its own: autocommit saves the BEGIN and COMMIT round
-        // trips (a lookup of rows a concurrent inserter committed meanwhile, when needed,
-        // is a statement of its own in either mode). This is group commit's common case.
+        // trips (the lookup of identities already stored, when there are any, is a statement
+        // of its own in either mode). This is group commit's common case.
         AutocommitStatements statements{pool_->acquire(LoanUse::BoxcarOnly), committing};
         try {
           record_slices(statements);

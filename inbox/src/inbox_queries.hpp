@@ -37,66 +37,38 @@ WHERE consumer = $1
 // ROWS FROM of qualified one-array unnests is what it expands to.)
 //
 // accept_many: one statement per slice of the batch that inserts every new identity and
-// returns, as two kinds of row:
-// - one row per inserted identity, n NULL, with its id, status and identity columns
-//   (accept_many finds its position by identity: matching them here would cost two sorts
-//   of five text columns per batch, about a fifth of the statement);
-// - only when the insert skipped some position (a one-time filter on the counts, so a
-//   batch of new identities never pays for it): one row per position n (1-based) whose
-//   stored row this statement's snapshot sees, with its fingerprint.
-// $1..$12 are one array per column (scope_kind, scope_id, source, consumer, message_id,
-// event_type, schema_version, payload, metadata, fingerprint, ordering_key, park_after;
-// the last two NULL for an unordered consumer, as in kInsert), positions sorted by
-// identity: the insert takes them in position order, so concurrent batches lock identities
-// in one order and cannot deadlock. The lookup cannot see the rows this statement inserts
-// (one snapshot for the whole statement), nor a row committed by a concurrent inserter
-// after it began: a position of neither kind is looked up by kLookupMany, a separate
-// statement with a fresh snapshot.
+// returns one row per inserted identity with its id, status and identity columns
+// (accept_many finds its position by identity; matching them here would cost two sorts of
+// five text columns per batch). $1..$12 are one array per column (scope_kind, scope_id,
+// source, consumer, message_id, event_type, schema_version, payload, metadata,
+// fingerprint, ordering_key, park_after; the last two NULL for an unordered consumer, as
+// in kInsert), positions sorted by identity: the insert takes them in position order, so
+// concurrent batches lock identities in one order and cannot deadlock. A plain INSERT ...
+// SELECT, at the cost of the raw unnest insert: wrapping it in a CTE to look up the skipped
+// positions in the same statement cost a third more per batch, even when nothing was
+// skipped (docs/schema.md). A position the insert skipped is looked up by kLookupMany, a
+// separate statement whose fresh snapshot also sees rows committed by a concurrent
+// inserter after this one began.
 inline constexpr const char* kInsertMany = R"sql(
-WITH batch AS MATERIALIZED (
-    SELECT b.n, b.sk, b.si, b.src, b.c, b.m, b.et, b.sv, b.p, b.md, b.fp, b.ok, b.pa
-    FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]),
-                    pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]),
-                    pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::text[]),
-                    pg_catalog.unnest($7::integer[]), pg_catalog.unnest($8::jsonb[]),
-                    pg_catalog.unnest($9::jsonb[]), pg_catalog.unnest($10::text[]),
-                    pg_catalog.unnest($11::text[]), pg_catalog.unnest($12::integer[]))
-        WITH ORDINALITY AS b(sk, si, src, c, m, et, sv, p, md, fp, ok, pa, n)
-),
-inserted AS (
-    INSERT INTO {schema}.inbox_receipts
-        (scope_kind, scope_id, source, consumer, message_id,
-         event_type, schema_version, payload, metadata, fingerprint, ordering_key, park_after)
-    SELECT batch.sk, batch.si, batch.src, batch.c, batch.m,
-           batch.et, batch.sv, batch.p, batch.md, batch.fp, batch.ok, batch.pa
-    FROM batch
-    ORDER BY batch.n
-    ON CONFLICT (consumer, source, scope_kind, scope_id, message_id) DO NOTHING
-    RETURNING id, status, scope_kind, scope_id, source, consumer, message_id
-)
-SELECT NULL::bigint AS n, inserted.id, inserted.status, NULL::text AS fingerprint,
-       inserted.scope_kind, inserted.scope_id, inserted.source, inserted.consumer, inserted.message_id
-FROM inserted
-UNION ALL
-SELECT batch.n, stored.id, stored.status, stored.fingerprint, NULL, NULL, NULL, NULL, NULL
-FROM batch
--- OFFSET 0 keeps the subquery a per-position probe of the identity index.
-CROSS JOIN LATERAL (
-    SELECT r.id, r.status, r.fingerprint
-    FROM {schema}.inbox_receipts AS r
-    WHERE r.consumer = batch.c
-      AND r.source = batch.src
-      AND r.scope_kind = batch.sk
-      AND r.scope_id = batch.si
-      AND r.message_id = batch.m
-    OFFSET 0
-) AS stored
-WHERE (SELECT pg_catalog.count(*) FROM inserted) < (SELECT pg_catalog.count(*) FROM batch)
+INSERT INTO {schema}.inbox_receipts
+    (scope_kind, scope_id, source, consumer, message_id,
+     event_type, schema_version, payload, metadata, fingerprint, ordering_key, park_after)
+SELECT b.sk, b.si, b.src, b.c, b.m, b.et, b.sv, b.p, b.md, b.fp, b.ok, b.pa
+FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]),
+                pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]),
+                pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::text[]),
+                pg_catalog.unnest($7::integer[]), pg_catalog.unnest($8::jsonb[]),
+                pg_catalog.unnest($9::jsonb[]), pg_catalog.unnest($10::text[]),
+                pg_catalog.unnest($11::text[]), pg_catalog.unnest($12::integer[]))
+    WITH ORDINALITY AS b(sk, si, src, c, m, et, sv, p, md, fp, ok, pa, n)
+ORDER BY b.n
+ON CONFLICT (consumer, source, scope_kind, scope_id, message_id) DO NOTHING
+RETURNING id, status, scope_kind, scope_id, source, consumer, message_id
 )sql";
 
-// accept_many: the stored rows for identities the insert did nothing for and whose row
-// its snapshot could not see. $1..$5 are arrays of scope_kind, scope_id, source, consumer
-// and message_id; n is the 1-based array position.
+// accept_many: the stored rows of the identities the insert did nothing for, read after
+// it with a fresh snapshot (READ COMMITTED). $1..$5 are arrays of scope_kind, scope_id,
+// source, consumer and message_id; n is the 1-based array position.
 inline constexpr const char* kLookupMany = R"sql(
 SELECT b.n, r.id, r.status, r.fingerprint
 FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]),

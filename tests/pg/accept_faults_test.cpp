@@ -1,6 +1,6 @@
 // Real faults on the accept path: a connection lost after the server committed, before
 // the request reached it, and a backend terminated mid-statement; for accept_many, the
-// connection lost around its COMMIT.
+// connection lost around its COMMIT, its autocommit insert and its lookup of stored rows.
 #include <catch2/catch.hpp>
 
 #include <regex>
@@ -229,4 +229,38 @@ TEST_CASE(
 
   check_redelivery_after_rollback(inbox, batch);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
+}
+
+TEST_CASE(
+    "accept_many reads stored identities in a second statement, only when the insert skipped some: a batch of new "
+    "identities never sends it, and a lost one after the insert committed is uncertain") {
+  TestDatabase db;
+  TcpProxy proxy("127.0.0.1", port_of(db.url()));
+  auto pool = ConnectionPool::create({.url = proxy.route(db.url()), .size = 1});
+  Inbox inbox(pool, {.schema = db.schema(), .consumers = {"c.v1"}, .notify = false});
+  const Receipt earlier = inbox.accept(request("m-0"));
+
+  // Armed for the next lookup: a batch of new identities runs the insert alone.
+  proxy.drop_request_of_statement("boxcar.inbox.lookup_many." + db.schema());
+  const std::vector<AcceptRequest> new_identities = {request("n-1"), request("n-2")};
+  const auto fresh = inbox.accept_many(new_identities);
+  REQUIRE(fresh.size() == 2);
+  CHECK(fresh[0].receipt().kind == Receipt::Kind::Accepted);
+  CHECK(fresh[1].receipt().kind == Receipt::Kind::Accepted);
+  CHECK(proxy.faults() == 0);
+
+  // m-0 is stored: the insert commits m-1 and m-2, then the lookup of m-0 is lost.
+  const std::vector<AcceptRequest> batch = {request("m-0"), request("m-1"), request("m-2")};
+  check_uncertain(inbox, batch);
+  CHECK(proxy.faults() == 1);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 5);
+
+  const auto redelivered = inbox.accept_many(batch);
+  REQUIRE(redelivered.size() == 3);
+  for (const auto& result : redelivered) {
+    REQUIRE(result.ok());
+    CHECK(result.receipt().kind == Receipt::Kind::Duplicate);
+  }
+  CHECK(redelivered[0].receipt().id == earlier.id);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 5);
 }

@@ -386,7 +386,7 @@ TEST_CASE(
   const bool waited = boxcar::testing::eventually([&] {
     return db.scalar(
                "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE wait_event_type = 'Lock' "
-               "AND query LIKE '%WITH batch AS%{schema}.inbox_receipts%'") == 1;
+               "AND query LIKE '%INSERT INTO {schema}.inbox_receipts%WITH ORDINALITY%'") == 1;
   });
   tx.commit();
   accepting.join();
