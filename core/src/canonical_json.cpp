@@ -271,13 +271,10 @@ class CanonicalWriter {
     // Names are validated before sorting because the UTF-16 conversion relies on
     // well-formed input. A bad name is reported at the object's own path: a pointer
     // quoting the malformed bytes would carry them into logs and error payloads.
-    struct Member {
-      std::u16string sort_key;
-      const std::string* name;
-      const json* value;
-    };
-    std::vector<Member> sorted;
-    sorted.reserve(members.size());
+    //
+    // UTF-8 byte order (nlohmann's) is code point order, which is UTF-16 order unless a
+    // name holds a character from U+E000 (lead byte 0xEE and up): only such objects re-sort.
+    bool byte_order_is_utf16_order = true;
     for (const auto& [name, value] : members) {
       if (!is_valid_utf8(name)) {
         fail("JSON_INVALID_UTF8", "a member name is not valid UTF-8");
@@ -285,11 +282,28 @@ class CanonicalWriter {
       if (name.find('\0') != std::string::npos) {
         fail("JSON_NUL_CHARACTER", "a member name contains U+0000");
       }
-      sorted.push_back(Member{to_utf16(name), &name, &value});
+      if (std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) >= 0xEE; }))
+        byte_order_is_utf16_order = false;
     }
-    // nlohmann keeps members in UTF-8 byte order, which differs from UTF-16 order
-    // once characters above U+FFFF meet ones in U+E000..U+FFFF.
-    std::sort(sorted.begin(), sorted.end(), [](const Member& a, const Member& b) { return a.sort_key < b.sort_key; });
+    struct Member {
+      const std::string* name;
+      const json* value;
+    };
+    std::vector<Member> sorted;
+    sorted.reserve(members.size());
+    for (const auto& [name, value] : members) sorted.push_back(Member{&name, &value});
+    if (!byte_order_is_utf16_order) {
+      std::vector<std::u16string> keys;
+      keys.reserve(sorted.size());
+      for (const Member& member : sorted) keys.push_back(to_utf16(*member.name));
+      std::vector<std::size_t> order(sorted.size());
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
+      std::vector<Member> resorted;
+      resorted.reserve(sorted.size());
+      for (const std::size_t i : order) resorted.push_back(sorted[i]);
+      sorted = std::move(resorted);
+    }
 
     const std::size_t path_size = path_.size();
     append("{");

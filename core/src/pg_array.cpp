@@ -21,24 +21,27 @@ void PgArrayBuilder::add(std::string_view value) {
   separate();
   text_ += '"';
   // The text between two escapes is appended whole, not byte by byte: payloads are long.
-  while (!value.empty()) {
-    const std::size_t run = value.find_first_of("\"\\");
-    text_.append(value.substr(0, run));
-    if (run == std::string_view::npos) break;
+  // (A plain loop: string_view::find_first_of("\"\\") calls memchr once per byte.)
+  const char* run = value.data();
+  const char* const end = run + value.size();
+  for (const char* c = run; c != end; ++c) {
+    if (*c != '"' && *c != '\\') continue;
+    text_.append(run, c);
     text_ += '\\';
-    text_ += value[run];
-    value.remove_prefix(run + 1);
+    text_ += *c;
+    run = c + 1;
   }
+  text_.append(run, end);
   text_ += '"';
 }
 
 void PgArrayBuilder::reserve(std::size_t bytes) { text_.reserve(bytes); }
 
 std::size_t PgArrayBuilder::element_bytes(std::string_view value) {
-  std::size_t bytes = value.size() + 3;  // the quotes and one separator
-  for (const char c : value)
-    if (c == '"' || c == '\\') ++bytes;
-  return bytes;
+  std::size_t escapes = 0;
+  // Branch-free, so the compiler can count many bytes at a time.
+  for (const char c : value) escapes += static_cast<std::size_t>((c == '"') | (c == '\\'));
+  return value.size() + 3 + escapes;  // the quotes and one separator
 }
 
 std::string PgArrayBuilder::finish() && {

@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <array>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -11,12 +12,28 @@
 
 namespace boxcar {
 
+namespace {
+
+// The SHA-256 implementation, looked up once: EVP_sha256() makes every EVP_Digest look it
+// up in the provider store again (OpenSSL 3), under a lock all accepting threads share, and
+// that lookup cost more than hashing a small payload. Null when no provider offers it;
+// fetched algorithms are immutable, so one serves every thread.
+const EVP_MD* sha256_algorithm() {
+  static const std::unique_ptr<EVP_MD, decltype(&EVP_MD_free)> algorithm(EVP_MD_fetch(nullptr, "SHA256", nullptr),
+                                                                         &EVP_MD_free);
+  return algorithm.get();
+}
+
+}  // namespace
+
 std::string sha256_hex(std::string_view bytes) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int digest_size = 0;
-  // EVP_Digest only fails when OpenSSL itself is broken (e.g. a FIPS provider that
-  // refuses to load); a fingerprint must never silently be empty, so surface it.
-  if (EVP_Digest(bytes.data(), bytes.size(), digest.data(), &digest_size, EVP_sha256(), nullptr) != 1 ||
+  // Fails only when OpenSSL itself is broken (e.g. a FIPS provider that refuses to load);
+  // a fingerprint must never silently be empty, so surface it.
+  const EVP_MD* algorithm = sha256_algorithm();
+  if (algorithm == nullptr ||
+      EVP_Digest(bytes.data(), bytes.size(), digest.data(), &digest_size, algorithm, nullptr) != 1 ||
       digest_size != 32) {
     throw Error("INTERNAL_ERROR", "OpenSSL SHA-256 computation failed");
   }
