@@ -6,7 +6,7 @@
 // "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 #pragma once
 
-#include "sql_concat.hpp"
+#include "boxcar/core/detail/sql_concat.hpp"
 
 namespace boxcar::detail::core_sql {
 

@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <array>
+#include <string_view>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
+
+#include <spdlog/spdlog.h>
 
 #include "boxcar/core/detail/database_errors.hpp"
 #include "boxcar/core/detail/async_notifier.hpp"
@@ -38,6 +41,19 @@ InboxConflictError conflict_error(const detail::PreparedRequest& p, std::int64_t
 // ours, or a retained row vanished between insert and lookup (purge).
 struct RetryBatch {};
 constexpr int kMaxRounds = 3;
+
+// The smallest statement of accept_many that sends its own wake-up (kInsertManyNotify).
+// NOTIFY in a transaction holds PostgreSQL's notify lock from before its commit record to
+// the end of its WAL flush, so notifying commits run one at a time; a statement of this
+// many rows takes longer than its commit's flush, so that costs a large batch little.
+// What it saves is the separate notifier's transaction: a commit of its own with a
+// transaction id, which costs concurrent committers WAL flushes (docs/schema.md, "Wake-ups
+// from accept_many"). Smaller statements, single accept() calls and small group-commit
+// groups, which commit many at a time, leave the wake-up to the separate notifier.
+constexpr std::size_t kNotifyInStatementRows = 32;
+// SQLSTATE program_limit_exceeded: what pg_notify raises when the notification queue is
+// full (a listener that stopped reading holds it); the batch then runs without NOTIFY.
+constexpr std::string_view kNotifyQueueFull = "54000";
 
 // accept_many's statements on one pooled connection in autocommit, for a batch that is a
 // single statement. `committing` turns true before each statement: once one has run, the
@@ -70,6 +86,8 @@ struct BatchSlice {
   std::vector<std::size_t> leaders;
   std::size_t bytes = 0;
   std::array<std::string, 12> columns;
+  /// Runs kInsertManyNotify: the statement wakes the consumers it inserted for.
+  bool notifies = false;
 
   void build_columns(const PreparedBatch& prepared) {
     std::array<detail::PgArrayBuilder, 12> arrays;
@@ -151,8 +169,9 @@ std::array<std::string, 5> identity_columns(const std::vector<std::size_t>& inde
 }  // namespace
 
 struct Inbox::Queries {
-  std::string insert, lookup, insert_many, lookup_many;
-  std::string insert_name, lookup_name, insert_many_name, lookup_many_name;
+  std::string insert, lookup, insert_many, insert_many_notify, lookup_many;
+  std::string insert_name, lookup_name, insert_many_name, insert_many_notify_name, lookup_many_name;
+  std::string channel;
   std::unordered_set<std::string> consumers;
 };
 
@@ -190,13 +209,16 @@ Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
   queries_->insert = detail::with_schema(inbox_sql::kInsert, schema);
   queries_->lookup = detail::with_schema(inbox_sql::kLookup, schema);
   queries_->insert_many = detail::with_schema(inbox_sql::kInsertMany, schema);
+  queries_->insert_many_notify = detail::with_schema(inbox_sql::kInsertManyNotify, schema);
   queries_->lookup_many = detail::with_schema(inbox_sql::kLookupMany, schema);
   queries_->insert_name = "boxcar.inbox.insert." + schema;
   queries_->lookup_name = "boxcar.inbox.lookup." + schema;
   queries_->insert_many_name = "boxcar.inbox.insert_many." + schema;
+  queries_->insert_many_notify_name = "boxcar.inbox.insert_many_notify." + schema;
+  queries_->channel = notify_channel(schema);
   queries_->lookup_many_name = "boxcar.inbox.lookup_many." + schema;
   if (options_.notify)
-    notifier_ = std::make_unique<detail::AsyncNotifier>(pool_->connection_string(), notify_channel(schema));
+    notifier_ = std::make_unique<detail::AsyncNotifier>(pool_->connection_string(), queries_->channel);
   if (options_.group_commit)
     coalescer_ = std::make_unique<detail::AcceptCoalescer>(
         detail::AcceptCoalescer::Limits{.max_items = kGroupCommitMaxCalls,
@@ -349,7 +371,10 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
     slices.back().leaders.push_back(i);
     slices.back().bytes += bytes;
   }
-  for (auto& slice : slices) slice.build_columns(prepared);
+  for (auto& slice : slices) {
+    slice.build_columns(prepared);
+    slice.notifies = notifier_ && slice.leaders.size() >= kNotifyInStatementRows;
+  }
 
   // By input index of each leader: its stored row once a statement returned it.
   std::vector<std::optional<Stored>> stored(prepared.size());
@@ -357,10 +382,13 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
   // Rows an earlier round inserted: an autocommit round that has to run again (a row
   // purged before its lookup) keeps them, and they are still this batch's, not duplicates.
   std::vector<std::optional<std::int64_t>> inserted_earlier(prepared.size());
+  // By input index of each leader the statement inserted and woke its workers for.
+  std::vector<bool> notified_by_statement(prepared.size());
   for (int round = 1;; ++round) {
     for (std::size_t i = 0; i < stored.size(); ++i)
       if (stored[i] && stored[i]->inserted) inserted_earlier[i] = stored[i]->id;
     std::fill(stored.begin(), stored.end(), std::nullopt);
+    std::fill(notified_by_statement.begin(), notified_by_statement.end(), false);
     // From here on a lost connection leaves the outcome unknown: set before the statement
     // that may commit (the COMMIT, or the insert itself when it runs alone).
     bool committing = false;
@@ -371,8 +399,11 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
         const auto& c = slice.columns;
         std::size_t found = 0;
         const pqxx::result rows =
-            statements.exec_prepared(queries_->insert_many_name, queries_->insert_many, c[0], c[1], c[2], c[3], c[4],
-                                     c[5], c[6], c[7], c[8], c[9], c[10], c[11]);
+            slice.notifies ? statements.exec_prepared(queries_->insert_many_notify_name, queries_->insert_many_notify,
+                                                      c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10],
+                                                      c[11], queries_->channel)
+                           : statements.exec_prepared(queries_->insert_many_name, queries_->insert_many, c[0], c[1],
+                                                      c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11]);
         for (const auto& row : rows) {
           // Each returned row is an inserted one: its identity names its position.
           const std::size_t i =
@@ -380,6 +411,7 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
                                               row["scope_id"].c_str(), row["message_id"].c_str()));
           stored[i] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
                              prepared[i]->fingerprint, true};
+          notified_by_statement[i] = slice.notifies;
           ++found;
         }
         if (found < slice.leaders.size()) {
@@ -431,6 +463,14 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
       const DatabaseError e = detail::to_database_error(std::current_exception(), "accept_many", committing);
       // 40P01 deadlock / 40001 serialization: the batch rolled back whole; run it again.
       if (e.sqlstate().starts_with("40") && round < kMaxRounds) continue;
+      // The failed statement recorded nothing (a multi-statement batch rolled back whole):
+      // run it again without NOTIFY, the separate notifier sends the wake-up.
+      const auto notifies = [](const BatchSlice& slice) { return slice.notifies; };
+      if (e.sqlstate() == kNotifyQueueFull && std::ranges::any_of(slices, notifies) && round < kMaxRounds) {
+        spdlog::warn("accept_many: NOTIFY failed ({}), recording the batch without it: {}", e.sqlstate(), e.what());
+        for (auto& slice : slices) slice.notifies = false;
+        continue;
+      }
       for (const auto& [key, i] : leaders) count(prepared[i]->consumer, "storage_error");
       throw InboxStorageError(e.what(), e.sqlstate(), e.uncertain());
     }
@@ -454,7 +494,8 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
     const bool accepted = s.inserted && leader == i;
     count(p.consumer, accepted ? "accepted" : "duplicate");
     results[i].emplace(Receipt{accepted ? Receipt::Kind::Accepted : Receipt::Kind::Duplicate, s.id, s.status});
-    if (accepted && notifier_ && notified.insert(p.consumer).second) notifier_->notify(p.consumer);
+    if (accepted && notifier_ && !notified_by_statement[i] && notified.insert(p.consumer).second)
+      notifier_->notify(p.consumer);
   }
   std::vector<AcceptResult> out;
   out.reserve(prepared.size());

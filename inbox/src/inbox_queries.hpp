@@ -5,6 +5,8 @@
 // "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
 #pragma once
 
+#include "boxcar/core/detail/sql_concat.hpp"
+
 namespace boxcar::inbox_sql {
 
 // Autocommit: the insert is its own transaction, so accept() costs one round trip when
@@ -49,7 +51,9 @@ WHERE consumer = $1
 // skipped (docs/schema.md). A position the insert skipped is looked up by kLookupMany, a
 // separate statement whose fresh snapshot also sees rows committed by a concurrent
 // inserter after this one began.
-inline constexpr const char* kInsertMany = R"sql(
+//
+// kInsertMany's text; kInsertManyNotify adds a column to its RETURNING list.
+inline constexpr char kInsertManyText[] = R"sql(
 INSERT INTO {schema}.inbox_receipts
     (scope_kind, scope_id, source, consumer, message_id,
      event_type, schema_version, payload, metadata, fingerprint, ordering_key, park_after)
@@ -63,8 +67,17 @@ FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]),
     WITH ORDINALITY AS b(sk, si, src, c, m, et, sv, p, md, fp, ok, pa, n)
 ORDER BY b.n
 ON CONFLICT (consumer, source, scope_kind, scope_id, message_id) DO NOTHING
-RETURNING id, status, scope_kind, scope_id, source, consumer, message_id
-)sql";
+RETURNING id, status, scope_kind, scope_id, source, consumer, message_id)sql";
+
+inline constexpr const char* kInsertMany = kInsertManyText;
+
+// kInsertMany that also wakes the workers of each consumer it inserted for: NOTIFY on
+// channel $13 with the consumer as payload, once per (channel, payload) in the transaction,
+// delivered when it commits. For statements of at least kNotifyInStatementRows identities
+// (inbox.cpp says why); smaller ones leave the wake-up to the separate notifier.
+inline constexpr auto kInsertManyNotifyText =
+    detail::concat_sql(kInsertManyText, ",\n          pg_catalog.pg_notify($13::text, consumer) AS notified");
+inline constexpr const char* kInsertManyNotify = kInsertManyNotifyText.data();
 
 // accept_many: the stored rows of the identities the insert did nothing for, read after
 // it with a fresh snapshot (READ COMMITTED). $1..$5 are arrays of scope_kind, scope_id,

@@ -1,0 +1,135 @@
+// Who sends accept_many's wake-up: a statement of at least 32 new identities notifies in
+// its own transaction (kInsertManyNotify), a smaller one leaves it to the Inbox's separate
+// notifier, and a NOTIFY that fails (a full notification queue) never costs the batch.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "boxcar/inbox/inbox.hpp"
+#include "test_database.hpp"
+
+using namespace boxcar;
+using boxcar::testing::TestDatabase;
+
+namespace {
+
+AcceptRequest item(const std::string& consumer, const std::string& id) {
+  return {.scope = Scope::global(),
+          .source = "kafka:orders",
+          .consumer = consumer,
+          .message_id = id,
+          .event_type = "order.created",
+          .schema_version = 1,
+          .payload = {{"id", id}}};
+}
+
+std::vector<AcceptRequest> batch_of(int size, const std::string& prefix) {
+  std::vector<AcceptRequest> batch;
+  for (int i = 0; i < size; ++i)
+    batch.push_back(item(i % 2 == 0 ? "orders.v1" : "audit.v1", prefix + std::to_string(i)));
+  return batch;
+}
+
+// The notifications on the inbox channel, with the backend that sent each.
+struct Listener {
+  struct Notification {
+    std::string payload;
+    int backend_pid;
+  };
+  struct Receiver final : pqxx::notification_receiver {
+    using notification_receiver::notification_receiver;
+    void operator()(const std::string& payload, int backend_pid) override {
+      received.push_back({payload, backend_pid});
+    }
+    std::vector<Notification> received;
+  };
+
+  pqxx::connection connection;
+  Receiver receiver;
+  Listener(const TestDatabase& db) : connection(db.url()), receiver(connection, Inbox::notify_channel(db.schema())) {
+    connection.get_notifs();
+  }
+  // Waits until `count` notifications arrived (5 s at most), then 300 ms more for any extra.
+  const std::vector<Notification>& await(std::size_t count) {
+    for (int i = 0; i < 50 && receiver.received.size() < count; ++i) connection.await_notification(0, 100000);
+    connection.await_notification(0, 300000);
+    return receiver.received;
+  }
+};
+
+int backend_pid(ConnectionPool& pool) {
+  auto connection = pool.acquire();
+  pqxx::nontransaction tx(*connection);
+  return tx.exec1("SELECT pg_catalog.pg_backend_pid()")[0].as<int>();
+}
+
+InboxOptions options(const TestDatabase& db) { return {.schema = db.schema(), .consumers = {"orders.v1", "audit.v1"}}; }
+
+void check_all_accepted(const std::vector<AcceptResult>& results) {
+  for (const auto& result : results) {
+    REQUIRE(result.ok());
+    CHECK(result.receipt().kind == Receipt::Kind::Accepted);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a statement of at least 32 new identities wakes each consumer once, from its own transaction") {
+  TestDatabase db;
+  auto pool = ConnectionPool::create({.url = db.url(), .size = 1});
+  const int inserting_backend = backend_pid(*pool);
+  Inbox inbox(pool, options(db));
+  Listener listener(db);
+
+  check_all_accepted(inbox.accept_many(batch_of(40, "m-")));
+
+  const auto& received = listener.await(2);
+  REQUIRE(received.size() == 2);  // one per consumer, and nothing from the separate notifier
+  CHECK(received[0].backend_pid == inserting_backend);
+  CHECK(received[1].backend_pid == inserting_backend);
+  CHECK(((received[0].payload == "orders.v1" && received[1].payload == "audit.v1") ||
+         (received[0].payload == "audit.v1" && received[1].payload == "orders.v1")));
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 40);
+}
+
+TEST_CASE("a smaller statement leaves the wake-up to the separate notifier") {
+  TestDatabase db;
+  auto pool = ConnectionPool::create({.url = db.url(), .size = 1});
+  const int inserting_backend = backend_pid(*pool);
+  Inbox inbox(pool, options(db));
+  Listener listener(db);
+
+  check_all_accepted(inbox.accept_many(batch_of(3, "m-")));
+
+  const auto& received = listener.await(2);
+  REQUIRE(received.size() == 2);
+  for (const auto& notification : received) CHECK(notification.backend_pid != inserting_backend);
+}
+
+TEST_CASE("a batch whose NOTIFY fails with a full notification queue is recorded without it, and still wakes") {
+  TestDatabase db;
+  // The statement that notifies fails as pg_notify does on a full queue (54000); the
+  // sequence counts the attempts, since the failed statement's writes roll back.
+  db.execute("CREATE SEQUENCE {schema}.notify_attempts");
+  db.execute(R"(
+CREATE FUNCTION {schema}.refuse_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF pg_catalog.current_query() LIKE '%pg_notify%' THEN
+    PERFORM pg_catalog.nextval('{schema}.notify_attempts');
+    RAISE EXCEPTION 'too many notifications in the NOTIFY queue' USING ERRCODE = '54000';
+  END IF;
+  RETURN NEW;
+END $$)");
+  db.execute(
+      "CREATE TRIGGER refuse_notify BEFORE INSERT ON {schema}.inbox_receipts FOR EACH ROW EXECUTE FUNCTION "
+      "{schema}.refuse_notify()");
+  Inbox inbox(db.pool(), options(db));
+  Listener listener(db);
+
+  check_all_accepted(inbox.accept_many(batch_of(40, "m-")));
+
+  CHECK(db.scalar("SELECT last_value FROM {schema}.notify_attempts") == 1);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 40);
+  CHECK(listener.await(2).size() == 2);  // from the separate notifier
+}
