@@ -12,7 +12,7 @@
 //                     (pqxx::nontransaction) of pre-serialised payload/metadata text and a
 //                     precomputed fingerprint; each side's per-call latency percentiles
 //                     over its measured rounds are printed, and `p99 accept_t16 MS TARGET`;
-//   accept_t16_off    the same with InboxOptions::group_commit off (the default);
+//   accept_t16_off    the same with InboxOptions::group_commit off;
 //   accept_many_100/1000  accept_many() of 100 (1000) vs the fastest of three raw bulk
 //                     inserts, one transaction per batch, each ON CONFLICT DO NOTHING
 //                     RETURNING id, status: "values" (one prepared N-row INSERT ... VALUES
@@ -67,7 +67,7 @@ constexpr double kWarmupSeconds = 0.5;
 constexpr double kTargetAcceptT16 = 2.0;
 constexpr double kTargetAcceptT1 = 0.95;
 constexpr double kTargetAcceptP99Ms = 5.0;
-// Group commit off (the default): the single-row path within 0.85 of the raw insert.
+// Group commit off: the single-row path within 0.85 of the raw insert.
 constexpr double kTargetAcceptT16Off = 0.85;
 constexpr double kTargetAcceptMany = 0.90;
 

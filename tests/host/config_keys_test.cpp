@@ -88,7 +88,7 @@ TEST_CASE("every key set from the environment under its listed variable reaches 
       {"publisher.backoff_base_ms", "100"},  {"publisher.backoff_cap_ms", "5000"},
       {"pool.acquire_timeout_ms", "1500"},   {"pool.default_parameters", "connect_timeout=3"},
       {"worker.concurrency", "6"},           {"shutdown.grace_ms", "2500"},
-      {"inbox.group_commit", "true"},        {"database.session_url", "postgresql://u@direct/db"},
+      {"inbox.group_commit", "false"},       {"database.session_url", "postgresql://u@direct/db"},
       {"database.pooler", "session"},        {"database.prepared_statements", "false"},
       {"pool.prepared_check_interval", "8"},
   };
@@ -111,7 +111,7 @@ TEST_CASE("every key set from the environment under its listed variable reaches 
   CHECK(config.publisher.backoff.cap == std::chrono::milliseconds(5000));
   CHECK(config.pool.acquire_timeout == std::chrono::milliseconds(1500));
   CHECK(config.worker.shutdown_grace == std::chrono::milliseconds(2500));
-  CHECK(config.inbox_group_commit);  // off by default
+  CHECK_FALSE(config.inbox_group_commit);  // on by default
   CHECK(config.pool.session_url == "postgresql://u@direct/db");
   CHECK_FALSE(config.pool.prepared_statements);
   CHECK(config.pool.prepared_check_interval == 8);
