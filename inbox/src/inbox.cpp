@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <array>
-#include <string_view>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 

@@ -53,6 +53,18 @@ void check_redelivery_after_rollback(Inbox& inbox, const std::vector<AcceptReque
   CHECK(redelivered[2].receipt().kind == Receipt::Kind::Accepted);
 }
 
+// After a batch of m-0 (retained before it as receipt `earlier_id`), m-1 and m-2 that
+// landed whole, its redelivery finds every item stored.
+void check_redelivery_after_landing(Inbox& inbox, const std::vector<AcceptRequest>& batch, std::int64_t earlier_id) {
+  const auto redelivered = inbox.accept_many(batch);
+  REQUIRE(redelivered.size() == 3);
+  for (const auto& result : redelivered) {
+    REQUIRE(result.ok());
+    CHECK(result.receipt().kind == Receipt::Kind::Duplicate);
+  }
+  CHECK(redelivered[0].receipt().id == earlier_id);
+}
+
 }  // namespace
 
 TEST_CASE("a connection lost after the insert committed is uncertain and the redelivery is a duplicate") {
@@ -202,13 +214,7 @@ TEST_CASE(
   CHECK(proxy.faults() == 1);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
 
-  const auto redelivered = inbox.accept_many(batch);
-  REQUIRE(redelivered.size() == 3);
-  for (const auto& result : redelivered) {
-    REQUIRE(result.ok());
-    CHECK(result.receipt().kind == Receipt::Kind::Duplicate);
-  }
-  CHECK(redelivered[0].receipt().id == earlier.id);
+  check_redelivery_after_landing(inbox, batch, earlier.id);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 3);
 }
 
@@ -255,12 +261,6 @@ TEST_CASE(
   CHECK(proxy.faults() == 1);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 5);
 
-  const auto redelivered = inbox.accept_many(batch);
-  REQUIRE(redelivered.size() == 3);
-  for (const auto& result : redelivered) {
-    REQUIRE(result.ok());
-    CHECK(result.receipt().kind == Receipt::Kind::Duplicate);
-  }
-  CHECK(redelivered[0].receipt().id == earlier.id);
+  check_redelivery_after_landing(inbox, batch, earlier.id);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 5);
 }

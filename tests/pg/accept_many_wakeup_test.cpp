@@ -47,7 +47,8 @@ struct Listener {
 
   pqxx::connection connection;
   Receiver receiver;
-  Listener(const TestDatabase& db) : connection(db.url()), receiver(connection, Inbox::notify_channel(db.schema())) {
+  explicit Listener(const TestDatabase& db)
+      : connection(db.url()), receiver(connection, Inbox::notify_channel(db.schema())) {
     connection.get_notifs();
   }
   // Waits until `count` notifications arrived (5 s at most), then 300 ms more for any extra.
@@ -66,6 +67,16 @@ int backend_pid(ConnectionPool& pool) {
 
 InboxOptions options(const TestDatabase& db) { return {.schema = db.schema(), .consumers = {"orders.v1", "audit.v1"}}; }
 
+// An Inbox whose every statement runs on one pooled connection, the backend
+// `inserting_backend`, and a listener on its channel.
+struct OneConnection {
+  TestDatabase db;
+  std::shared_ptr<ConnectionPool> pool = ConnectionPool::create({.url = db.url(), .size = 1});
+  int inserting_backend = backend_pid(*pool);
+  Inbox inbox{pool, options(db)};
+  Listener listener{db};
+};
+
 void check_all_accepted(const std::vector<AcceptResult>& results) {
   for (const auto& result : results) {
     REQUIRE(result.ok());
@@ -76,35 +87,25 @@ void check_all_accepted(const std::vector<AcceptResult>& results) {
 }  // namespace
 
 TEST_CASE("a statement of at least 32 new identities wakes each consumer once, from its own transaction") {
-  TestDatabase db;
-  auto pool = ConnectionPool::create({.url = db.url(), .size = 1});
-  const int inserting_backend = backend_pid(*pool);
-  Inbox inbox(pool, options(db));
-  Listener listener(db);
+  OneConnection setup;
+  check_all_accepted(setup.inbox.accept_many(batch_of(40, "m-")));
 
-  check_all_accepted(inbox.accept_many(batch_of(40, "m-")));
-
-  const auto& received = listener.await(2);
+  const auto& received = setup.listener.await(2);
   REQUIRE(received.size() == 2);  // one per consumer, and nothing from the separate notifier
-  CHECK(received[0].backend_pid == inserting_backend);
-  CHECK(received[1].backend_pid == inserting_backend);
+  CHECK(received[0].backend_pid == setup.inserting_backend);
+  CHECK(received[1].backend_pid == setup.inserting_backend);
   CHECK(((received[0].payload == "orders.v1" && received[1].payload == "audit.v1") ||
          (received[0].payload == "audit.v1" && received[1].payload == "orders.v1")));
-  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 40);
+  CHECK(setup.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 40);
 }
 
 TEST_CASE("a smaller statement leaves the wake-up to the separate notifier") {
-  TestDatabase db;
-  auto pool = ConnectionPool::create({.url = db.url(), .size = 1});
-  const int inserting_backend = backend_pid(*pool);
-  Inbox inbox(pool, options(db));
-  Listener listener(db);
+  OneConnection setup;
+  check_all_accepted(setup.inbox.accept_many(batch_of(3, "m-")));
 
-  check_all_accepted(inbox.accept_many(batch_of(3, "m-")));
-
-  const auto& received = listener.await(2);
+  const auto& received = setup.listener.await(2);
   REQUIRE(received.size() == 2);
-  for (const auto& notification : received) CHECK(notification.backend_pid != inserting_backend);
+  for (const auto& notification : received) CHECK(notification.backend_pid != setup.inserting_backend);
 }
 
 TEST_CASE("a batch whose NOTIFY fails with a full notification queue is recorded without it, and still wakes") {
