@@ -333,15 +333,25 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   // `needed_until`, and moves their lease_until on. Only claims that waited long need it,
   // so it usually finds none and sends nothing.
   void renew_leases_running_out(std::deque<detail::ClaimedReceipt>& waiting, Clock::time_point needed_until) {
+    // The renewal reads only id and claim token: the copies leave the payloads behind.
     std::vector<detail::ClaimedReceipt> running_out;
     {
       std::lock_guard q(queue_mutex_);
       for (const auto& r : waiting)
-        if (r.lease_until < needed_until) running_out.push_back(r);
+        if (r.lease_until < needed_until) {
+          detail::ClaimedReceipt& copy = running_out.emplace_back();
+          copy.id = r.id;
+          copy.claim_token = r.claim_token;
+        }
     }
     if (running_out.empty()) return;
     std::vector<const detail::ClaimedReceipt*> receipts;
-    for (const auto& r : running_out) receipts.push_back(&r);
+    std::vector<std::int64_t> renewed;
+    for (const auto& r : running_out) {
+      receipts.push_back(&r);
+      renewed.push_back(r.id);
+    }
+    std::sort(renewed.begin(), renewed.end());
     const auto sent = Clock::now();
     try {
       store_.renew_leases(receipts, options_.lease);
@@ -353,8 +363,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     }
     std::lock_guard q(queue_mutex_);
     for (auto& r : waiting)
-      if (std::any_of(running_out.begin(), running_out.end(), [&](const auto& renewed) { return renewed.id == r.id; }))
-        r.lease_until = sent + options_.lease;
+      if (std::binary_search(renewed.begin(), renewed.end(), r.id)) r.lease_until = sent + options_.lease;
   }
 
   void hand_back(const std::vector<detail::ClaimedReceipt>& receipts) {
