@@ -286,23 +286,16 @@ class CanonicalWriter {
         byte_order_is_utf16_order = false;
     }
     struct Member {
+      std::u16string sort_key;  // empty (no allocation) unless the object re-sorts
       const std::string* name;
       const json* value;
     };
     std::vector<Member> sorted;
     sorted.reserve(members.size());
-    for (const auto& [name, value] : members) sorted.push_back(Member{&name, &value});
+    for (const auto& [name, value] : members) sorted.push_back(Member{{}, &name, &value});
     if (!byte_order_is_utf16_order) {
-      std::vector<std::u16string> keys;
-      keys.reserve(sorted.size());
-      for (const Member& member : sorted) keys.push_back(to_utf16(*member.name));
-      std::vector<std::size_t> order(sorted.size());
-      for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
-      std::vector<Member> resorted;
-      resorted.reserve(sorted.size());
-      for (const std::size_t i : order) resorted.push_back(sorted[i]);
-      sorted = std::move(resorted);
+      for (Member& member : sorted) member.sort_key = to_utf16(*member.name);
+      std::sort(sorted.begin(), sorted.end(), [](const Member& a, const Member& b) { return a.sort_key < b.sort_key; });
     }
 
     const std::size_t path_size = path_.size();
