@@ -16,9 +16,13 @@ namespace boxcar::publisher_sql {
 // version, tenant scope). FOR NO KEY UPDATE: plain FOR UPDATE would also skip rows under
 // KEY SHARE locks. The window runs in its own CTE: FOR UPDATE cannot share a query level
 // with it; rows locked but over the budget are released when the statement ends.
+// The update finds each claimed row by its partition key too (event_id, beside id): the
+// nested loop then probes the one partition that holds it (run-time pruning), where by id
+// alone it probed every partition, which doubled the claim's time with the seven daily
+// partitions ahead (docs/benchmarks.md, "Fifteenth session").
 inline constexpr const char* kClaim = R"sql(
 WITH due AS (
-    SELECT id, available_at,
+    SELECT id, event_id, available_at,
            512 + pg_catalog.octet_length(payload) + pg_catalog.octet_length(message_key) + pg_catalog.octet_length(headers::text)
                + pg_catalog.octet_length(event_type) + pg_catalog.octet_length(tenant_id) + pg_catalog.octet_length(causation_id)
                + pg_catalog.octet_length(correlation_id) + pg_catalog.octet_length(traceparent) AS bytes
@@ -30,8 +34,8 @@ WITH due AS (
     FOR NO KEY UPDATE SKIP LOCKED
 ),
 within_budget AS (
-    SELECT id
-    FROM (SELECT id, bytes, pg_catalog.sum(bytes) OVER (ORDER BY available_at, id) - bytes AS bytes_before
+    SELECT id, event_id
+    FROM (SELECT id, event_id, bytes, pg_catalog.sum(bytes) OVER (ORDER BY available_at, id) - bytes AS bytes_before
           FROM due) AS running
     WHERE bytes_before + bytes <= $4::bigint
        OR (bytes_before = 0 AND $5::boolean)
@@ -43,7 +47,8 @@ SET status = 'PUBLISHING',
     attempts = e.attempts + 1,
     updated_at = pg_catalog.now()
 FROM within_budget
-WHERE e.id = within_budget.id
+WHERE e.event_id = within_budget.event_id
+  AND e.id = within_budget.id
 RETURNING e.id, e.event_id::text AS event_id, e.event_type, e.schema_version, e.topic, e.message_key,
           e.tenant_scope, e.tenant_id, e.causation_id, e.correlation_id, e.traceparent,
           e.headers::text AS headers, e.payload, e.attempts
@@ -52,10 +57,11 @@ RETURNING e.id, e.event_id::text AS event_id, e.event_type, e.schema_version, e.
 // Batches whose publisher died or hung: due again at once (the same event ids go out
 // again), or DEAD when a max_attempts ($2 > 0) is used up or the event is older than the
 // max age ($3 ms > 0: a record that kills or hangs every publisher ends too). The topic
-// labels the DEAD ones in boxcar_publisher_events_total.
+// labels the DEAD ones in boxcar_publisher_events_total. Rows are found by event_id and
+// id, as kClaim finds them.
 inline constexpr const char* kRecoverExpired = R"sql(
 WITH expired AS (
-    SELECT id,
+    SELECT id, event_id,
            CASE WHEN $2 > 0 AND attempts >= $2 THEN 'LEASE_EXPIRED_EXHAUSTED'
                 WHEN $3::bigint > 0
                      AND created_at <= pg_catalog.now() - pg_catalog.make_interval(secs => $3::double precision / 1000::double precision)
@@ -77,7 +83,8 @@ SET status = CASE WHEN expired.dead_reason IS NULL THEN 'RETRYABLE' ELSE 'DEAD' 
     lease_expires_at = NULL,
     updated_at = pg_catalog.now()
 FROM expired
-WHERE e.id = expired.id
+WHERE e.event_id = expired.event_id
+  AND e.id = expired.id
 RETURNING e.status, e.topic
 )sql";
 
