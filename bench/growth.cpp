@@ -114,7 +114,10 @@ FROM generate_series(0, 1008) AS k
 
 // Row g of `total` (g in first..last): created at a time spread evenly over the last 7
 // days in id order; its id is UUIDv7-shaped from that time (so ids sort by time, as the
-// UUIDv7 event ids Boxcar publishers emit do) and unique by g.
+// UUIDv7 event ids Boxcar publishers emit do) and unique by g. In the partitioned outbox
+// (migration 0019) these past ids all land in outbox_events_legacy, the partition FROM
+// MINVALUE up to the first daily one: the shape of an installation that retained its
+// events in the outbox before it was partitioned.
 std::string row_time_and_id(long long total) {
   const std::string n = std::to_string(total);
   return "CROSS JOIN LATERAL (SELECT now() - interval '7 days' + g * (interval '7 days' / " + n +
@@ -224,8 +227,13 @@ std::string sizes(const std::string& url) {
   pqxx::nontransaction n(c);
   std::string out;
   for (const char* t : {"inbox_receipts", "outbox_events"}) {
-    const auto r = n.exec("SELECT pg_size_pretty(pg_relation_size('" + table(kLoaded, t) +
-                          "')), pg_size_pretty(pg_indexes_size('" + table(kLoaded, t) + "'))");
+    // Summed over the partitions: a partitioned table (outbox_events) has no storage of its
+    // own, and pg_partition_tree lists nothing for a plain one (inbox_receipts).
+    const std::string relation = "'" + table(kLoaded, t) + "'::regclass";
+    const auto r = n.exec(
+        "SELECT pg_size_pretty(sum(pg_relation_size(relid))), "
+        "pg_size_pretty(sum(pg_indexes_size(relid))) FROM (SELECT relid FROM pg_partition_tree(" +
+        relation + ") WHERE isleaf UNION SELECT " + relation + ") AS parts");
     out += std::string(out.empty() ? "" : ", ") + t + " heap " + r[0][0].c_str() + " + indexes " + r[0][1].c_str();
   }
   return out;
@@ -347,8 +355,8 @@ void load_events(const std::string& url, const char* schema, int count) {
              (std::string(schema) == kEmpty ? std::string() : std::string(" WHERE status <> 'PUBLISHED'")));
   admin.exec("INSERT INTO " + table(schema, "outbox_events") +
              " (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, "
-             "causation_id, payload, available_at, ordered) SELECT gen_random_uuid(), 'order.projected', 1, '" +
-             kTopic +
+             "causation_id, payload, available_at, ordered) SELECT " +
+             boxcar::bench::uuid_v7_sql("pg_catalog.now()") + ", 'order.projected', 1, '" + kTopic +
              "', 'tenant-' || (g % 50), 'tenant', 'tenant-' || (g % 50), 'm-' || g, s.payload::text, "
              "now() + interval '1 day', false FROM generate_series(1, " +
              std::to_string(count) + ") g JOIN growth_shapes AS s ON s.k = g % 1009");
@@ -415,7 +423,9 @@ void load_collector_backlog(const std::string& url) {
         "INSERT INTO " + table(schema, "outbox_events") +
         " (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, payload, "
         "status, claim_token, lease_expires_at, dead_reason, ordered) "
-        "SELECT gen_random_uuid(), 'e', 1, 't', 'k', 'global', '', sh.payload::text, s, "
+        "SELECT " +
+        boxcar::bench::uuid_v7_sql("pg_catalog.now()") +
+        ", 'e', 1, 't', 'k', 'global', '', sh.payload::text, s, "
         "CASE WHEN s = 'PUBLISHING' THEN gen_random_uuid() END, "
         "CASE WHEN s = 'PUBLISHING' THEN now() + interval '1 hour' END, "
         "CASE WHEN s = 'DEAD' THEN 'ATTEMPTS_EXHAUSTED' END, false "

@@ -59,17 +59,12 @@ void load(const std::string& url, int count, int keys = 50, bool ordered = false
   admin.exec("TRUNCATE " + schema + ".outbox_events");
   admin.exec("INSERT INTO " + schema +
              ".outbox_events (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, "
-             "causation_id, payload, available_at, ordered) SELECT "
-             // A UUIDv7 of now: the outbox is partitioned by it (docs/schema.md, "Outbox partitions").
-             "(substr(h.h, 1, 8) || '-' || substr(h.h, 9, 4) || substr(gen_random_uuid()::text, 14))::uuid, "
-             "'order.projected', 1, '" +
-             kTopic + "', 'tenant-' || (g % " + std::to_string(keys) + "), 'tenant', 'tenant-' || (g % " +
-             std::to_string(keys) +
+             "causation_id, payload, available_at, ordered) SELECT " +
+             boxcar::bench::uuid_v7_sql("pg_catalog.now()") + ", 'order.projected', 1, '" + kTopic +
+             "', 'tenant-' || (g % " + std::to_string(keys) + "), 'tenant', 'tenant-' || (g % " + std::to_string(keys) +
              "), 'm-' || g, "
              "'{\"orderId\":\"o-' || g || '\",\"total\":12.5}', now() + interval '1 day', " +
-             (ordered ? "true" : "false") + " FROM generate_series(1, " + std::to_string(count) +
-             ") g, (SELECT lpad(to_hex(floor(extract(epoch FROM now()) * 1000)::bigint), 12, '0') AS h) AS h "
-             "ORDER BY g");
+             (ordered ? "true" : "false") + " FROM generate_series(1, " + std::to_string(count) + ") g ORDER BY g");
 }
 
 // Makes the loaded rows due (untimed; the same for both sides that read the database).
@@ -165,17 +160,18 @@ Measurement claim_and_mark_raw(const std::string& url, std::size_t batch, int co
   release(url);
   pqxx::connection c(url);
   const std::string s = kSchema;
-  c.prepare("claim",
-            "WITH due AS (SELECT id FROM " + s +
-                ".outbox_events WHERE status IN ('PENDING', 'RETRYABLE') "
-                "AND available_at <= now() ORDER BY available_at, id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED) "
-                "UPDATE " +
-                s +
-                ".outbox_events AS e SET status = 'PUBLISHING', claim_token = $2::uuid, "
-                "lease_expires_at = now() + interval '90 seconds', attempts = e.attempts + 1, updated_at = now() "
-                "FROM due WHERE e.id = due.id RETURNING e.id, e.event_id::text, e.event_type, e.schema_version, "
-                "e.topic, e.message_key, e.tenant_scope, e.tenant_id, e.causation_id, e.correlation_id, "
-                "e.traceparent, e.headers::text, e.payload, e.attempts");
+  c.prepare(
+      "claim",
+      "WITH due AS (SELECT id, event_id FROM " + s +
+          ".outbox_events WHERE status IN ('PENDING', 'RETRYABLE') "
+          "AND available_at <= now() ORDER BY available_at, id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED) "
+          "UPDATE " +
+          s +
+          ".outbox_events AS e SET status = 'PUBLISHING', claim_token = $2::uuid, "
+          "lease_expires_at = now() + interval '90 seconds', attempts = e.attempts + 1, updated_at = now() "
+          "FROM due WHERE e.event_id = due.event_id AND e.id = due.id RETURNING e.id, e.event_id::text, e.event_type, e.schema_version, "
+          "e.topic, e.message_key, e.tenant_scope, e.tenant_id, e.causation_id, e.correlation_id, "
+          "e.traceparent, e.headers::text, e.payload, e.attempts");
   c.prepare("mark", "UPDATE " + s +
                         ".outbox_events SET status = 'PUBLISHED', published_at = now(), "
                         "claim_token = NULL, lease_expires_at = NULL, last_error = NULL, updated_at = now() "
@@ -295,8 +291,8 @@ void measure_rss(const std::string& url, const std::string& bootstrap) {
   // probe measures full batches in flight.
   admin.exec(std::string("INSERT INTO ") + kRssSchema +
              ".outbox_events (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, "
-             "causation_id, payload, ordered) SELECT gen_random_uuid(), 'order.projected', 1, '" +
-             kTopic +
+             "causation_id, payload, ordered) SELECT " +
+             boxcar::bench::uuid_v7_sql("pg_catalog.now()") + ", 'order.projected', 1, '" + kTopic +
              "', 'tenant-' || (g % 50), 'tenant', 'tenant-' || (g % 50), 'm-' || g, "
              "jsonb_build_object('orderId', lpad(g::text, 8, '0'), 'pad', repeat('x', 995)), false "
              "FROM generate_series(1, " +

@@ -217,4 +217,11 @@ std::string fixed(double value, int decimals) {
   return out.str();
 }
 
+std::string uuid_v7_sql(const std::string& at_sql) {
+  const std::string millis = "pg_catalog.lpad(pg_catalog.to_hex(pg_catalog.floor(pg_catalog.date_part('epoch', " +
+                             at_sql + ") * 1000)::bigint), 12, '0')";
+  return "(pg_catalog.substr(" + millis + ", 1, 8) || '-' || pg_catalog.substr(" + millis +
+         ", 9, 4) || '-7' || pg_catalog.substr(pg_catalog.gen_random_uuid()::text, 16))::uuid";
+}
+
 }  // namespace boxcar::bench

@@ -69,6 +69,12 @@ void wait_until(const std::function<bool()>& done);
 /// `value` with `decimals` digits after the point, for tables.
 std::string fixed(double value, int decimals);
 
+/// A SQL expression: a version-7 UUID whose 48-bit time is `at_sql` (an SQL timestamptz
+/// expression) and whose other bits are random. For rows a benchmark writes into
+/// outbox_events by hand, which is partitioned by event_id's time (docs/schema.md,
+/// "Outbox partitions"): an id of another version lands in no partition.
+std::string uuid_v7_sql(const std::string& at_sql);
+
 /// The outcome of one case: per-round rates of each side.
 struct CaseResult {
   std::string name;    // e.g. accept_t16
