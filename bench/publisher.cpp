@@ -27,6 +27,7 @@
 #include <pqxx/pqxx>
 
 #include "boxcar/outbox/outbox_emitter.hpp"
+#include "boxcar/publisher/detail/named_statements.hpp"
 #include "boxcar/publisher/publisher.hpp"
 #include "boxcar/core/migrate.hpp"
 #include "boxcar/core/uuid.hpp"
@@ -156,26 +157,16 @@ Measurement produce_raw(const std::string& bootstrap, const std::vector<RawRecor
 }
 
 // (b): the publisher's database work alone.
+constexpr long long kRawLeaseMs = 90000;
+constexpr long long kUnboundedBytes = 1LL << 40;
 Measurement claim_and_mark_raw(const std::string& url, std::size_t batch, int count) {
   release(url);
   pqxx::connection c(url);
-  const std::string s = kSchema;
-  c.prepare(
-      "claim",
-      "WITH due AS (SELECT id, event_id FROM " + s +
-          ".outbox_events WHERE status IN ('PENDING', 'RETRYABLE') "
-          "AND available_at <= now() ORDER BY available_at, id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED) "
-          "UPDATE " +
-          s +
-          ".outbox_events AS e SET status = 'PUBLISHING', claim_token = $2::uuid, "
-          "lease_expires_at = now() + interval '90 seconds', attempts = e.attempts + 1, updated_at = now() "
-          "FROM due WHERE e.event_id = due.event_id AND e.id = due.id RETURNING e.id, e.event_id::text, e.event_type, e.schema_version, "
-          "e.topic, e.message_key, e.tenant_scope, e.tenant_id, e.causation_id, e.correlation_id, "
-          "e.traceparent, e.headers::text, e.payload, e.attempts");
-  c.prepare("mark", "UPDATE " + s +
-                        ".outbox_events SET status = 'PUBLISHED', published_at = now(), "
-                        "claim_token = NULL, lease_expires_at = NULL, last_error = NULL, updated_at = now() "
-                        "WHERE event_id = ANY($1::uuid[]) AND claim_token = $2::uuid");
+  // The publisher's own statements: a claim of `batch` within an unbounded byte budget,
+  // and the mark of what it claimed.
+  const auto statements = boxcar::detail::publisher_statements();
+  c.prepare("claim", boxcar::bench::library_sql(statements, "publisher.claim", kSchema));
+  c.prepare("mark", boxcar::bench::library_sql(statements, "publisher.mark_published", kSchema));
   std::uint64_t done = 0;
   const auto start = Clock::now();
   while (true) {
@@ -183,13 +174,13 @@ Measurement claim_and_mark_raw(const std::string& url, std::size_t batch, int co
     pqxx::result rows;
     {
       pqxx::nontransaction n(c);
-      rows = n.exec_prepared("claim", static_cast<long long>(batch), token);
+      rows = n.exec_prepared("claim", static_cast<long long>(batch), token, kRawLeaseMs, kUnboundedBytes, true);
     }
     if (rows.empty()) break;
     std::string ids = "{";
     for (const auto& row : rows) {
       if (ids.size() > 1) ids += ',';
-      ids += row[1].c_str();  // the event id: the partition key
+      ids += row["event_id"].c_str();  // the partition key
     }
     pqxx::nontransaction n(c);
     n.exec_prepared("mark", ids + "}", token);

@@ -214,10 +214,9 @@ enum class Raw { PerMessage, Batched, Unnest, UnnestLocked, GuaranteeSql };
 // The SQL text the library runs for `name` (boxcar::detail::*_statements()), so the
 // GuaranteeSql loop can never drift from the Worker's statements.
 std::string library_sql(const std::string& name) {
-  for (const auto& list : {boxcar::detail::inbox_statements(), boxcar::detail::core_unprepared_statements()})
-    for (const auto& statement : list)
-      if (statement.name == name) return boxcar::detail::with_schema(statement.sql, kRawSchema);
-  throw std::runtime_error("bench_worker: the library has no statement named " + name);
+  auto statements = boxcar::detail::inbox_statements();
+  for (const auto& statement : boxcar::detail::core_unprepared_statements()) statements.push_back(statement);
+  return boxcar::bench::library_sql(statements, name, kRawSchema);
 }
 
 // One message of the GuaranteeSql loop: the round trips of (a), with the statements the

@@ -1,6 +1,8 @@
 // Time-boxed measurements, interleaved rounds and result printing for the benchmarks.
 #include "harness.hpp"
 
+#include "boxcar/core/detail/with_schema.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -215,6 +217,13 @@ std::string fixed(double value, int decimals) {
   std::ostringstream out;
   out << std::fixed << std::setprecision(decimals) << value;
   return out.str();
+}
+
+std::string library_sql(const std::vector<boxcar::detail::NamedStatement>& statements, const std::string& name,
+                        const std::string& schema) {
+  for (const auto& statement : statements)
+    if (statement.name == name) return boxcar::detail::with_schema(statement.sql, schema);
+  throw std::runtime_error("the library has no statement named " + name);
 }
 
 std::string uuid_v7_sql(const std::string& at_sql) {

@@ -18,6 +18,8 @@
 
 #include <pqxx/connection>
 
+#include "boxcar/core/detail/named_statements.hpp"
+
 namespace boxcar::bench {
 
 /// A bad command line: main() prints it with the usage text and exits with 2.
@@ -74,6 +76,13 @@ std::string fixed(double value, int decimals);
 /// outbox_events by hand, which is partitioned by event_id's time (docs/schema.md,
 /// "Outbox partitions"): an id of another version lands in no partition.
 std::string uuid_v7_sql(const std::string& at_sql);
+
+/// The SQL text a library runs as `name`, found in `statements` (a component's
+/// boxcar::detail::*_statements()) with `{schema}` set to `schema`: a baseline that runs the
+/// library's own statements can never drift from them.
+/// @throws std::runtime_error when no statement has that name
+std::string library_sql(const std::vector<boxcar::detail::NamedStatement>& statements, const std::string& name,
+                        const std::string& schema);
 
 /// The outcome of one case: per-round rates of each side.
 struct CaseResult {
