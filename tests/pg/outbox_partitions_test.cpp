@@ -363,6 +363,133 @@ TEST_CASE("the publisher's marks find a batch through its partition's event_id i
 
 namespace {
 
+// Keeps what the server sends a connection as notices: auto_explain's plans of the
+// statements a trigger function runs, at log_level notice.
+class NoticeLog final : public pqxx::errorhandler {
+ public:
+  explicit NoticeLog(pqxx::connection_base& connection) : pqxx::errorhandler(connection) {}
+  bool operator()(const char message[]) noexcept override {
+    try {
+      notices.emplace_back(message);
+    } catch (...) {
+    }
+    return false;
+  }
+  // The one notice whose plan is of the statement holding `text`, or "" when none.
+  std::string plan_of(const std::string& text) const {
+    for (const auto& notice : notices)
+      if (notice.find("Query Text:") != std::string::npos && notice.find(text) != std::string::npos) return notice;
+    return {};
+  }
+  std::vector<std::string> notices;
+};
+
+// The line of `plan` that scans `partition` (a table of the outbox partitioned by day:
+// outbox_events_tNN) under the alias `alias` (e_N, an UPDATE's target), or "".
+std::string scan_line(const std::string& plan, const std::string& partition, const std::string& alias) {
+  const std::string target = "on " + partition + " " + alias + "_";
+  std::size_t start = 0;
+  while (start < plan.size()) {
+    const auto end = std::min(plan.find('\n', start), plan.size());
+    const auto line = plan.substr(start, end - start);
+    if (line.find("Scan") != std::string::npos && line.find(target) != std::string::npos) return line;
+    start = end + 1;
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a key's next ordered event is promoted in its own partition only, by the mark of its head and by the delete of "
+    "it") {
+  TestDatabase db;
+  add_past_partitions(db, 4);
+  db.execute(
+      "INSERT INTO {schema}.outbox_events (event_id, event_type, schema_version, topic, message_key, tenant_scope, "
+      "tenant_id, payload, status, published_at) "
+      "SELECT {schema}.outbox_event_id_floor(" +
+      day(-4) +
+      " + i * interval '30 seconds'), 'thing.happened', 1, 'things', 'k', 'tenant', 't1', '{}', 'PUBLISHED', now() "
+      "FROM generate_series(0, 4 * 2880 - 1) AS i");
+  // Three ordered events of one key, emitted now (today's partition, t100): a head and two
+  // WAITING behind it.
+  auto pool = db.pool(2);
+  OutboxEmitter outbox(pool, {.schema = db.schema(), .notify = false});
+  for (int n = 0; n < 3; ++n) {
+    Tx tx = pool->begin();
+    outbox.emit(tx, OutboxMessage{.event_type = "thing.happened", .schema_version = 1, .topic = "things"},
+                {.scope = Scope::tenant("t1"), .key = "a", .ordered = true});
+    tx.commit();
+  }
+  db.execute("ANALYZE {schema}.outbox_events");
+  std::vector<std::string> key_events;
+  for (const auto& row :
+       db.query("SELECT event_id FROM {schema}.outbox_events WHERE message_key = 'a' ORDER BY key_seq"))
+    key_events.emplace_back(row[0].c_str());
+  REQUIRE(key_events.size() == 3);
+  const auto status_of = [&](const std::string& event_id) {
+    return db.query("SELECT status FROM {schema}.outbox_events WHERE event_id = '" + event_id + "'")[0][0]
+        .as<std::string>();
+  };
+  REQUIRE(status_of(key_events[0]) == "PENDING");
+  REQUIRE(status_of(key_events[1]) == "WAITING");
+
+  // The plans of the statements the key-order triggers run, as this session's notices.
+  auto conn = db.connect();
+  NoticeLog log(conn);
+  pqxx::nontransaction n(conn);
+  n.exec("LOAD 'auto_explain'");
+  n.exec(
+      "SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on; SET auto_explain.log_timing = off; "
+      "SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice; "
+      "SET client_min_messages = notice");
+
+  // The head published (as the publisher's mark does): the statement trigger promotes the
+  // next event. Its update's nested loop finds it by event_id, pruned at run time to
+  // today's partition; the four old ones and the first one are never probed.
+  n.exec(
+      db.qualified("UPDATE {schema}.outbox_events SET status = 'PUBLISHED', published_at = now() WHERE event_id = '" +
+                   key_events[0] + "'"));
+  CHECK(status_of(key_events[1]) == "PENDING");
+  CHECK(status_of(key_events[2]) == "WAITING");
+  const auto promotion = log.plan_of("SET status = 'PENDING'");
+  INFO("the statement trigger's promotion:\n" << promotion);
+  REQUIRE_FALSE(promotion.empty());
+  for (int partition = 96; partition < 100; ++partition) {
+    INFO("partition t" << partition);
+    CHECK_THAT(scan_line(promotion, "outbox_events_t" + std::to_string(partition), "e"),
+               Catch::Contains("never executed"));
+  }
+  CHECK_THAT(scan_line(promotion, "outbox_events_legacy", "e"), Catch::Contains("never executed"));
+  CHECK_THAT(scan_line(promotion, "outbox_events_t100", "e"), Catch::Contains("loops=1)"));
+
+  // The new head deleted while unfinished: the row trigger promotes the last one, by
+  // event_id too, so the plan holds today's partition alone.
+  log.notices.clear();
+  n.exec(db.qualified("DELETE FROM {schema}.outbox_events WHERE event_id = '" + key_events[1] + "'"));
+  CHECK(status_of(key_events[2]) == "PENDING");
+  const auto deleted = log.plan_of("WHERE event_id = next_event_id");
+  INFO("the row trigger's promotion:\n" << deleted);
+  REQUIRE_FALSE(deleted.empty());
+  CHECK_THAT(deleted, Catch::Contains("outbox_events_t100"));
+  for (int partition = 96; partition < 100; ++partition)
+    CHECK_THAT(deleted, !Catch::Contains("outbox_events_t" + std::to_string(partition)));
+  CHECK_THAT(deleted, !Catch::Contains("outbox_events_legacy"));
+
+  // Replaced by 0022, both still run with the search_path 0013 pinned.
+  for (const char* function : {"outbox_key_order_leave_all", "outbox_key_order_leave"}) {
+    INFO(function);
+    CHECK(db.scalar("SELECT count(*) FROM pg_proc p JOIN pg_namespace s ON s.oid = p.pronamespace "
+                    "WHERE s.nspname = '" +
+                    db.schema() + "' AND p.proname = '" + function +
+                    "' AND p.proconfig = ARRAY['search_path=pg_catalog, ' || quote_ident(s.nspname) || ', pg_temp']") ==
+          1);
+  }
+}
+
+namespace {
+
 // A schema at `version`, dropped at the end: the installation an upgrade migrates.
 struct OldSchema {
   std::string url = database_url();
