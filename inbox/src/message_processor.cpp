@@ -66,8 +66,13 @@ void MessageProcessor::process(std::vector<ClaimedReceipt>& batch, DeadlineWatch
   // Batch handlers get messages of one consumer per call, and with worker.tenant_setting
   // of one scope, so the setting holds for the whole call: grouped here, in claim order.
   std::vector<std::vector<const ClaimedReceipt*>> handler_batches;
+  std::vector<const ClaimedReceipt*> unsupported;
   for (const auto& receipt : batch) {
-    if (!needs_handler(receipt)) continue;
+    if (exhausted_by_lease_recovery(receipt)) continue;
+    if (!supported(receipt)) {
+      unsupported.push_back(&receipt);
+      continue;
+    }
     if (!handlers_.at(receipt.consumer).batch_handler) {
       runnable.push_back(&receipt);
       continue;
@@ -82,6 +87,7 @@ void MessageProcessor::process(std::vector<ClaimedReceipt>& batch, DeadlineWatch
       group->push_back(&receipt);
     }
   }
+  dead_letter_unsupported(unsupported);
   for (const auto& group : handler_batches) process_handler_batch(group, watchdog);
   process_plain(runnable, watchdog);
 }
@@ -94,48 +100,69 @@ void MessageProcessor::process_plain(std::vector<const ClaimedReceipt*>& runnabl
   }
 }
 
-bool MessageProcessor::needs_handler(const ClaimedReceipt& receipt) {
-  if (receipt.status == "DEAD") {
-    ++stats_.lease_expired;
+bool MessageProcessor::exhausted_by_lease_recovery(const ClaimedReceipt& receipt) {
+  if (receipt.status != "DEAD") return false;
+  ++stats_.lease_expired;
+  ++stats_.dead;
+  observe(receipt, "dead");
+  log_event(*log_, LogLevel::Warn, "receipt is DEAD: its attempts ended in lease expiry",
+            {{"outcome", "dead"},
+             {"consumer", receipt.consumer},
+             {"message_id", receipt.message_id},
+             {"receipt_id", std::to_string(receipt.id)},
+             {"attempt", std::to_string(receipt.attempt)}});
+  return true;
+}
+
+bool MessageProcessor::supported(const ClaimedReceipt& receipt) const {
+  const auto it = handlers_.find(receipt.consumer);
+  return it != handlers_.end() && it->second.supports_pair(receipt.event_type, receipt.schema_version);
+}
+
+void MessageProcessor::dead_letter_unsupported(std::span<const ClaimedReceipt* const> receipts) {
+  if (receipts.empty()) return;
+  // One transaction for the claim's unsupported receipts: a flood of unknown event types
+  // (a misrouted topic, a sender's new type) is dead-lettered at one commit per claim,
+  // not one per message. On any failure nothing of it commits and the receipts stay
+  // PROCESSING: lease recovery brings them back and this runs again.
+  std::vector<std::optional<std::string>> statuses;
+  statuses.reserve(receipts.size());
+  try {
+    Tx tx = pool_->begin(LoanUse::BoxcarOnly);
+    for (const auto* receipt : receipts)
+      statuses.push_back(
+          store_.fail(&tx, *receipt,
+                      {.permanent = true,
+                       .dead_reason = "UNSUPPORTED_EVENT",
+                       .error_type = "UnsupportedEvent",
+                       .message = "the handler of consumer '" + receipt->consumer + "' does not support " +
+                                  receipt->event_type + " v" + std::to_string(receipt->schema_version)},
+                      options_.max_attempts));
+    tx.commit();
+  } catch (const std::exception& e) {
+    log_->error("could not mark {} unsupported receipt(s) DEAD, from receipt {}: {}", receipts.size(),
+                receipts.front()->id, e.what());
+    return;
+  }
+  for (std::size_t i = 0; i < receipts.size(); ++i) {
+    const ClaimedReceipt& receipt = *receipts[i];
+    if (!statuses[i]) {
+      ++stats_.stale;
+      observe(receipt, "stale");
+      continue;
+    }
+    ++stats_.unsupported;
     ++stats_.dead;
-    observe(receipt, "dead");
-    log_event(*log_, LogLevel::Warn, "receipt is DEAD: its attempts ended in lease expiry",
-              {{"outcome", "dead"},
+    observe(receipt, "unsupported");
+    // The event type is a sender's: it goes in a field, never into the message text.
+    log_event(*log_, LogLevel::Warn, "receipt is DEAD: its consumer's handler does not support the event",
+              {{"outcome", "unsupported"},
                {"consumer", receipt.consumer},
                {"message_id", receipt.message_id},
                {"receipt_id", std::to_string(receipt.id)},
-               {"attempt", std::to_string(receipt.attempt)}});
-    return false;
+               {"event_type", receipt.event_type},
+               {"schema_version", std::to_string(receipt.schema_version)}});
   }
-  const auto it = handlers_.find(receipt.consumer);
-  if (it != handlers_.end() && it->second.supports_pair(receipt.event_type, receipt.schema_version)) return true;
-  FailureRecord failure{.permanent = true,
-                        .dead_reason = "UNSUPPORTED_EVENT",
-                        .error_type = "UnsupportedEvent",
-                        .message = "the handler of consumer '" + receipt.consumer + "' does not support " +
-                                   receipt.event_type + " v" + std::to_string(receipt.schema_version)};
-  try {
-    if (store_.fail(nullptr, receipt, failure, options_.max_attempts)) {
-      ++stats_.unsupported;
-      ++stats_.dead;
-      observe(receipt, "unsupported");
-      // The event type is a sender's: it goes in a field, never into the message text.
-      log_event(*log_, LogLevel::Warn, "receipt is DEAD: its consumer's handler does not support the event",
-                {{"outcome", "unsupported"},
-                 {"consumer", receipt.consumer},
-                 {"message_id", receipt.message_id},
-                 {"receipt_id", std::to_string(receipt.id)},
-                 {"event_type", receipt.event_type},
-                 {"schema_version", std::to_string(receipt.schema_version)}});
-    } else {
-      ++stats_.stale;
-      observe(receipt, "stale");
-    }
-  } catch (const std::exception& e) {
-    // Left PROCESSING: lease recovery brings it back and this runs again.
-    log_->error("could not mark receipt {} unsupported: {}", receipt.id, e.what());
-  }
-  return false;
 }
 
 void MessageProcessor::invoke(const ClaimedReceipt& receipt, Tx& tx, Clock::time_point deadline,

@@ -87,9 +87,14 @@ class MessageProcessor {
   bool ended_by_handler(Tx& tx, const std::string& xact_id) noexcept;
   FailureRecord describe_current_exception(const ClaimedReceipt& receipt,
                                            std::chrono::steady_clock::time_point deadline) const;
-  /// Filters out receipts that need no handler call (exhausted by lease recovery,
-  /// unsupported event): records their outcome and returns false for them.
-  bool needs_handler(const ClaimedReceipt& receipt);
+  /// True for a receipt whose attempts lease recovery exhausted (claimed DEAD): records
+  /// its outcome; it needs no handler call.
+  bool exhausted_by_lease_recovery(const ClaimedReceipt& receipt);
+  /// Whether the receipt's consumer has a handler that supports its event type and version.
+  bool supported(const ClaimedReceipt& receipt) const;
+  /// Makes the receipts DEAD with UNSUPPORTED_EVENT, all in one transaction, and records
+  /// their outcomes once it committed. Never throws: on failure they stay claimed.
+  void dead_letter_unsupported(std::span<const ClaimedReceipt* const> receipts);
   /// boxcar_inbox_processed_total for one receipt's outcome.
   void observe(const ClaimedReceipt& receipt, std::string_view outcome) const;
 
