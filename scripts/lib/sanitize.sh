@@ -6,8 +6,9 @@
 #
 # LIST is address,undefined or thread. Each tree builds only the three test binaries, the
 # fuzz corpus replays of the core and runtime harnesses, and what they link (the boxcar
-# CLI the pg and kafka tests start), at -O1 -g: enough optimisation to keep the run short,
-# frames kept for the reports. No -Werror here (the main build has it): with
+# CLI the pg and kafka tests start), at -O1 -g1: enough optimisation to keep the run short,
+# frames kept for the reports, and line tables (-g1), which is all a report's file:line
+# needs, at less build time than full debug information. No -Werror here (the main build has it): with
 # -fsanitize=address, g++ 12 reports false -Wmaybe-uninitialized in <regex>.
 
 boxcar_sanitize_dir() {
@@ -22,7 +23,7 @@ boxcar_sanitize_build() {
   local list=$1 jobs=$2 dir
   dir=$(boxcar_sanitize_dir "$list") || return
   echo "== sanitizer stage ($list): building $dir/"
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g" \
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" \
     -DBOXCAR_SANITIZE="$list" \
     -DBOXCAR_BUILD_BENCH=OFF -DBOXCAR_BUILD_EXAMPLES=OFF >/dev/null || return
   # The fuzz corpus replays carry the unit label too: under ASan they check every seed and
