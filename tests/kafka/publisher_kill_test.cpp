@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -38,13 +39,20 @@ pid_t spawn_publisher(const TestDatabase& db, const MockKafka& kafka) {
   return pid;
 }
 
-// True once `pid` has blocked SIGTERM, which the runtime does before it starts (it waits for
-// the signal with sigwait, core/src/shutdown_signals.cpp): a SIGTERM sent earlier would
-// kill it with the default action instead of stopping it cleanly.
+// True once the runtime in `pid` has blocked SIGTERM, which it does on its main thread before
+// it starts any other (it waits for the signal with sigwait, core/src/shutdown_signals.cpp): a
+// SIGTERM sent earlier would kill it with the default action instead of stopping it cleanly.
+// Every thread is looked at: while the main thread waits in sigwait, the kernel shows the
+// waited signals unblocked in its SigBlk, and the threads started after it show them blocked.
 bool blocks_sigterm(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("SigBlk:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (SIGTERM - 1)) & 1;
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("SigBlk:", 0) == 0 && ((std::stoull(line.substr(7), nullptr, 16) >> (SIGTERM - 1)) & 1))
+        return true;
+  }
   return false;
 }
 
