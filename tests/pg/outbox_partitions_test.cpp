@@ -81,6 +81,19 @@ void insert_event(TestDatabase& db, int days, const std::string& status, int fin
       (discarded ? finished : "NULL") + ", " + at + ")");
 }
 
+// Inserts `count` PUBLISHED events, one every `seconds_apart` seconds from the start of the
+// day `from_day` days from today: the history old partitions hold.
+void insert_published(TestDatabase& db, int from_day, int seconds_apart, int count) {
+  db.execute(
+      "INSERT INTO {schema}.outbox_events (event_id, event_type, schema_version, topic, message_key, tenant_scope, "
+      "tenant_id, payload, status, published_at) "
+      "SELECT {schema}.outbox_event_id_floor(" +
+      day(from_day) + " + i * interval '" + std::to_string(seconds_apart) +
+      " seconds'), 'thing.happened', 1, 'things', 'k', 'tenant', 't1', '{}', 'PUBLISHED', now() "
+      "FROM generate_series(0, " +
+      std::to_string(count) + " - 1) AS i");
+}
+
 std::int64_t partitions(TestDatabase& db) {
   return db.scalar("SELECT count(*) FROM pg_inherits WHERE inhparent = '{schema}.outbox_events'::regclass");
 }
@@ -281,13 +294,7 @@ TEST_CASE(
   TestDatabase db;
   add_past_partitions(db, 4);
   // 28,800 published events a day (one every 3 s) for the last four days, one PENDING today.
-  db.execute(
-      "INSERT INTO {schema}.outbox_events (event_id, event_type, schema_version, topic, message_key, tenant_scope, "
-      "tenant_id, payload, status, published_at) "
-      "SELECT {schema}.outbox_event_id_floor(" +
-      day(-4) +
-      " + i * interval '3 seconds'), 'thing.happened', 1, 'things', 'k', 'tenant', 't1', '{}', 'PUBLISHED', now() "
-      "FROM generate_series(0, 4 * 28800 - 1) AS i");
+  insert_published(db, -4, 3, 4 * 28800);
   insert_event(db, 0, "PENDING");
   db.execute("ANALYZE {schema}.outbox_events");
   std::string claim = db.qualified(publisher_statement("publisher.claim"));
@@ -329,13 +336,7 @@ TEST_CASE("the publisher's marks find a batch through its partition's event_id i
   add_past_partitions(db, 2);
   // Since yesterday, an event every 4 s, all published, and today's batch in flight, which
   // ANALYZE does not see: claims live for milliseconds.
-  db.execute(
-      "INSERT INTO {schema}.outbox_events (event_id, event_type, schema_version, topic, message_key, tenant_scope, "
-      "tenant_id, payload, status, published_at) "
-      "SELECT {schema}.outbox_event_id_floor(" +
-      day(-1) +
-      " + i * interval '4 seconds'), 'thing.happened', 1, 'things', 'k', 'tenant', 't1', '{}', 'PUBLISHED', now() "
-      "FROM generate_series(0, 2 * 21600 - 1) AS i");
+  insert_published(db, -1, 4, 2 * 21600);
   db.execute("ANALYZE {schema}.outbox_events");
   insert_event(db, 0, "PUBLISHING");
   insert_event(db, 0, "PUBLISHING");
@@ -405,13 +406,8 @@ TEST_CASE(
     "it") {
   TestDatabase db;
   add_past_partitions(db, 4);
-  db.execute(
-      "INSERT INTO {schema}.outbox_events (event_id, event_type, schema_version, topic, message_key, tenant_scope, "
-      "tenant_id, payload, status, published_at) "
-      "SELECT {schema}.outbox_event_id_floor(" +
-      day(-4) +
-      " + i * interval '30 seconds'), 'thing.happened', 1, 'things', 'k', 'tenant', 't1', '{}', 'PUBLISHED', now() "
-      "FROM generate_series(0, 4 * 2880 - 1) AS i");
+  // 2,880 published events a day (one every 30 s) in each of the four old partitions.
+  insert_published(db, -4, 30, 4 * 2880);
   // Three ordered events of one key, emitted now (today's partition, t100): a head and two
   // WAITING behind it.
   auto pool = db.pool(2);
