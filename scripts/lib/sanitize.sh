@@ -7,9 +7,9 @@
 # LIST is address,undefined or thread. Each tree builds only the three test binaries, the
 # fuzz corpus replays of the core and runtime harnesses, and what they link (the boxcar
 # CLI the pg and kafka tests start), at -O1 -g1: enough optimisation to keep the run short,
-# frames kept for the reports, and line tables (-g1), which is all a report's file:line
-# needs, at less build time than full debug information. No -Werror here (the main build has it): with
-# -fsanitize=address, g++ 12 reports false -Wmaybe-uninitialized in <regex>.
+# frames kept for the reports, and line tables only, which is all a report's file:line
+# needs, at less build time than full debug information. No -Werror here (the main build
+# has it): with -fsanitize=address, g++ 12 reports false -Wmaybe-uninitialized in <regex>.
 
 boxcar_sanitize_dir() {
   case "$1" in
