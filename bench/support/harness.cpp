@@ -221,9 +221,9 @@ std::string fixed(double value, int decimals) {
 
 std::string library_sql(const std::vector<boxcar::detail::NamedStatement>& statements, const std::string& name,
                         const std::string& schema) {
-  for (const auto& statement : statements)
-    if (statement.name == name) return boxcar::detail::with_schema(statement.sql, schema);
-  throw std::runtime_error("the library has no statement named " + name);
+  const auto sql = boxcar::detail::find_statement(statements, name);
+  if (!sql) throw std::runtime_error("the library has no statement named " + name);
+  return boxcar::detail::with_schema(*sql, schema);
 }
 
 std::string uuid_v7_sql(const std::string& at_sql) {

@@ -15,10 +15,9 @@ namespace boxcar::testing {
 /// The SQL of the statement `name` in `statements` ({schema} not yet replaced); FAILs the
 /// test when there is none.
 inline std::string statement_sql(const std::vector<detail::NamedStatement>& statements, const std::string& name) {
-  for (const auto& statement : statements)
-    if (statement.name == name) return std::string(statement.sql);
-  FAIL("no statement " << name);
-  return {};
+  const auto sql = detail::find_statement(statements, name);
+  if (!sql) FAIL("no statement " << name);
+  return std::string(*sql);
 }
 
 /// The plan of `sql` (a statement with $n parameters) run with `arguments`, as `EXPLAIN

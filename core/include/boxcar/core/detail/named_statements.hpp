@@ -3,6 +3,8 @@
 // against a migrated schema: the stand-in for sqlc, a typo fails in CI. Not public API.
 #pragma once
 
+#include <algorithm>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -14,6 +16,16 @@ struct NamedStatement {
   std::string_view name;
   std::string_view sql;
 };
+
+/// The SQL of the statement `name` in `statements` ({schema} not yet replaced), or nullopt:
+/// the one lookup behind the tests' plan checks and the benchmarks' baselines that run a
+/// library's own statements.
+inline std::optional<std::string_view> find_statement(const std::vector<NamedStatement>& statements,
+                                                      std::string_view name) {
+  const auto it = std::find_if(statements.begin(), statements.end(), [&](const auto& s) { return s.name == name; });
+  if (it == statements.end()) return std::nullopt;
+  return it->sql;
+}
 
 /// The core's own statements (migration lock, notifier).
 std::vector<NamedStatement> core_statements();
