@@ -36,8 +36,10 @@ SET status = 'PROCESSING',
     lease_expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $3::double precision / 1000::double precision),
     attempts = r.attempts + 1,
     updated_at = pg_catalog.now()
-FROM due
-WHERE r.id = due.id
+-- An array of ids, not a join with `due`, as in kClaimFair: a generic plan guessed a share
+-- of the backlog for LIMIT $2 and hash-joined it, a sequential scan of the table per claim
+-- (tests/pg/worker_plans_test.cpp).
+WHERE r.id = ANY ((SELECT pg_catalog.array_agg(id) FROM due)::bigint[])
 RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
           r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,
           r.metadata::text AS metadata, r.status, r.suspect, r.ordering_key IS NOT NULL AS ordered

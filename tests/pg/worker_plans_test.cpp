@@ -57,3 +57,32 @@ TEST_CASE("the worker's token-guarded statements read receipts by primary key, n
     }
   }
 }
+
+// The oldest-due claim (WorkerOptions::fair_claims = false) updates the receipts it
+// picked. Joined to them, a generic plan, which cannot know how many $2 picks, guessed a
+// share of the backlog and hash-joined it: a sequential scan of the inbox per claim. By
+// an array of their ids the update probes the primary key under either plan, as the fair
+// claim's does.
+TEST_CASE("the oldest-due claim updates the receipts it picked by primary key under either plan") {
+  TestDatabase db;
+  db.execute(
+      "INSERT INTO {schema}.inbox_receipts (scope_kind, scope_id, source, consumer, message_id, event_type, "
+      "schema_version, payload, fingerprint) "
+      "SELECT 'tenant', 't1', 'test', 'orders.v1', 'm-' || i, 'thing.happened', 1, '{}', repeat('a', 64) "
+      "FROM generate_series(1, 20000) AS i");
+  db.execute("ANALYZE {schema}.inbox_receipts");
+  auto conn = db.connect();
+  pqxx::nontransaction n(conn);
+  for (const char* mode : {"force_custom_plan", "force_generic_plan"}) {
+    n.exec(std::string("SET plan_cache_mode = ") + mode);
+    // The suspect lane's claim, joined too, takes LIMIT 1, which the generic plan knows.
+    for (const auto& [name, arguments] : std::vector<std::pair<std::string, std::string>>{
+             {"worker.claim", "'orders.v1', 32, 60000"}, {"worker.claim_suspect", "'orders.v1', 60000"}}) {
+      const auto plan = explain_prepared(n, db.qualified(statement_sql(detail::inbox_statements(), name)), arguments);
+      INFO(name << " under " << mode << ":\n" << plan);
+      CHECK_THAT(plan, Catch::Contains("Index Scan using inbox_receipts_pkey on inbox_receipts r"));
+      CHECK_THAT(plan, !Catch::Contains("Hash Join"));
+      CHECK_THAT(plan, !Catch::Contains("Seq Scan on inbox_receipts"));
+    }
+  }
+}
