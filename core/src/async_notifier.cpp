@@ -6,6 +6,7 @@
 #include "boxcar/core/detail/pg_array.hpp"
 #include "core_queries.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -13,8 +14,13 @@
 
 namespace boxcar::detail {
 
-AsyncNotifier::AsyncNotifier(std::string connection_string, std::string channel, std::chrono::microseconds min_interval)
-    : connection_string_(std::move(connection_string)), channel_(std::move(channel)), min_interval_(min_interval) {
+AsyncNotifier::AsyncNotifier(std::string connection_string, std::string channel, std::chrono::microseconds min_interval,
+                             std::chrono::microseconds max_interval)
+    : connection_string_(std::move(connection_string)),
+      channel_(std::move(channel)),
+      min_interval_(min_interval),
+      max_interval_(std::max(min_interval, max_interval)) {
+  stats_.interval = min_interval_;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -30,9 +36,15 @@ AsyncNotifier::~AsyncNotifier() {
 void AsyncNotifier::notify(const std::string& payload) {
   {
     std::lock_guard lock(mutex_);
+    ++marks_;
     if (!pending_.insert(payload).second) return;
   }
   wake_.notify_one();
+}
+
+AsyncNotifier::Stats AsyncNotifier::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
 }
 
 void AsyncNotifier::flush() {
@@ -41,16 +53,27 @@ void AsyncNotifier::flush() {
 }
 
 void AsyncNotifier::run() {
+  using Clock = std::chrono::steady_clock;
   std::unique_ptr<pqxx::connection> connection;
   std::unique_lock lock(mutex_);
-  auto next_send = std::chrono::steady_clock::now();
+  // When the last send started; none yet: long ago.
+  auto last_send = Clock::now() - max_interval_;
   while (true) {
     wake_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
     if (pending_.empty()) break;  // stopping with nothing left to send
-    // Within min_interval of the last send: let more keys accumulate into one statement.
-    if (!stopping_ && std::chrono::steady_clock::now() < next_send) {
-      wake_.wait_until(lock, next_send, [&] { return stopping_; });
-    }
+    // Within the interval of the last send: let more keys accumulate into one statement.
+    if (!stopping_ && Clock::now() < last_send + stats_.interval)
+      wake_.wait_until(lock, last_send + stats_.interval, [&] { return stopping_; });
+    // The next interval follows the rate of marks since the last send, every mark counted
+    // (a key marked again while pending too): more than one per min_interval is a stream,
+    // whose interval doubles; fewer, and the next key goes at once. Decided on the whole
+    // window, not on when its first key came: that depends on where the window began,
+    // and a stream that slowed down would stay at the longest interval.
+    const auto now = Clock::now();
+    const bool stream = now - last_send < min_interval_ * static_cast<std::int64_t>(marks_);
+    stats_.interval = stream ? std::min(stats_.interval * 2, max_interval_) : min_interval_;
+    last_send = now;
+    marks_ = 0;
     std::set<std::string> batch;
     batch.swap(pending_);
     sending_ = true;
@@ -70,7 +93,7 @@ void AsyncNotifier::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     lock.lock();
-    next_send = std::chrono::steady_clock::now() + min_interval_;
+    ++stats_.sends;
     sending_ = false;
     idle_.notify_all();
   }

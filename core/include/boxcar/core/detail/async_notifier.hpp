@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -23,11 +24,16 @@ namespace boxcar::detail {
 class AsyncNotifier {
  public:
   /// `connection_string` is used for the notifier's own connection (opened lazily and
-  /// reopened after failures); `channel` is the NOTIFY channel. After a send the next
-  /// one waits at least `min_interval`: a key marked dirty after a quiet period goes out
-  /// at once, a busy stream costs at most one notification per interval.
+  /// reopened after failures); `channel` is the NOTIFY channel. After a send the next one
+  /// waits at least the current interval; a key marked after that goes out at once. The
+  /// interval is `min_interval` while keys are marked at most once per `min_interval`
+  /// (every call of notify() counts, a repeated key too); at a higher rate (a stream) it
+  /// doubles at each send, up to `max_interval`, and falls back to `min_interval` at the
+  /// first send after the rate dropped. So a stream costs at most one notification
+  /// per `max_interval`, and a slower one no wait at all (docs/worker.md, "Wake-ups").
   AsyncNotifier(std::string connection_string, std::string channel,
-                std::chrono::microseconds min_interval = std::chrono::milliseconds(1));
+                std::chrono::microseconds min_interval = std::chrono::milliseconds(1),
+                std::chrono::microseconds max_interval = std::chrono::milliseconds(4));
   ~AsyncNotifier();
   AsyncNotifier(const AsyncNotifier&) = delete;
   AsyncNotifier& operator=(const AsyncNotifier&) = delete;
@@ -38,6 +44,14 @@ class AsyncNotifier {
   /// Waits until everything queued before the call has been sent or dropped (tests).
   void flush();
 
+  struct Stats {
+    /// Statements sent (each carries every key that was dirty), failed ones included.
+    std::uint64_t sends = 0;
+    /// The wait after the last send: min_interval, longer in a stream.
+    std::chrono::microseconds interval{};
+  };
+  Stats stats() const;
+
   const std::string& channel() const noexcept { return channel_; }
 
  private:
@@ -45,11 +59,15 @@ class AsyncNotifier {
 
   std::string connection_string_;
   std::string channel_;
-  std::chrono::microseconds min_interval_;
-  std::mutex mutex_;
+  const std::chrono::microseconds min_interval_;
+  const std::chrono::microseconds max_interval_;
+  mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable idle_;
   std::set<std::string> pending_;
+  // notify() calls since the last send started, repeated keys included: the rate.
+  std::uint64_t marks_ = 0;
+  Stats stats_{};
   bool sending_ = false;
   bool stopping_ = false;
   std::thread thread_;
