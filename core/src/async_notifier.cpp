@@ -19,8 +19,8 @@ AsyncNotifier::AsyncNotifier(std::string connection_string, std::string channel,
     : connection_string_(std::move(connection_string)),
       channel_(std::move(channel)),
       min_interval_(min_interval),
-      max_interval_(std::max(min_interval, max_interval)) {
-  stats_.interval = min_interval_;
+      max_interval_(std::max(min_interval, max_interval)),
+      interval_(min_interval_) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -44,7 +44,7 @@ void AsyncNotifier::notify(const std::string& payload) {
 
 AsyncNotifier::Stats AsyncNotifier::stats() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  return {.sends = sends_, .interval = interval_};
 }
 
 void AsyncNotifier::flush() {
@@ -62,8 +62,8 @@ void AsyncNotifier::run() {
     wake_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
     if (pending_.empty()) break;  // stopping with nothing left to send
     // Within the interval of the last send: let more keys accumulate into one statement.
-    if (!stopping_ && Clock::now() < last_send + stats_.interval)
-      wake_.wait_until(lock, last_send + stats_.interval, [&] { return stopping_; });
+    if (!stopping_ && Clock::now() < last_send + interval_)
+      wake_.wait_until(lock, last_send + interval_, [&] { return stopping_; });
     // The next interval follows the rate of marks since the last send, every mark counted
     // (a key marked again while pending too): more than one per min_interval is a stream,
     // whose interval doubles; fewer, and the next key goes at once. Decided on the whole
@@ -71,7 +71,7 @@ void AsyncNotifier::run() {
     // and a stream that slowed down would stay at the longest interval.
     const auto now = Clock::now();
     const bool stream = now - last_send < min_interval_ * static_cast<std::int64_t>(marks_);
-    stats_.interval = stream ? std::min(stats_.interval * 2, max_interval_) : min_interval_;
+    interval_ = stream ? std::min(interval_ * 2, max_interval_) : min_interval_;
     last_send = now;
     marks_ = 0;
     std::set<std::string> batch;
@@ -93,7 +93,7 @@ void AsyncNotifier::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     lock.lock();
-    ++stats_.sends;
+    ++sends_;
     sending_ = false;
     idle_.notify_all();
   }

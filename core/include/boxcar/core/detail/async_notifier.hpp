@@ -67,7 +67,9 @@ class AsyncNotifier {
   std::set<std::string> pending_;
   // notify() calls since the last send started, repeated keys included: the rate.
   std::uint64_t marks_ = 0;
-  Stats stats_{};
+  // The wait after the last send (Stats::interval).
+  std::chrono::microseconds interval_;
+  std::uint64_t sends_ = 0;
   bool sending_ = false;
   bool stopping_ = false;
   std::thread thread_;
