@@ -178,12 +178,16 @@ Measurement claim_and_mark_raw(const std::string& url, std::size_t batch, int co
     }
     if (rows.empty()) break;
     std::string ids = "{";
+    std::string first, last;  // the range of the batch's event ids, as the mark takes it
     for (const auto& row : rows) {
+      const std::string event_id = row["event_id"].c_str();  // the partition key
       if (ids.size() > 1) ids += ',';
-      ids += row["event_id"].c_str();  // the partition key
+      ids += event_id;
+      if (first.empty() || event_id < first) first = event_id;
+      if (last.empty() || event_id > last) last = event_id;
     }
     pqxx::nontransaction n(c);
-    n.exec_prepared("mark", ids + "}", token);
+    n.exec_prepared("mark", ids + "}", token, first, last);
     done += rows.size();
   }
   const double seconds = since(start);

@@ -1,6 +1,8 @@
 // Statement execution for the publisher (SQL text lives in publisher_queries.hpp).
 #include "event_store.hpp"
 
+#include <algorithm>
+
 #include <pqxx/pqxx>
 
 #include "boxcar/core/detail/database_errors.hpp"
@@ -30,6 +32,19 @@ pqxx::result retry_deadlocks(const Statement& statement) {
       if (attempt >= kDeadlockRetries || sqlstate_of(e) != "40P01") throw;
     }
   }
+}
+
+// The smallest and largest of a batch's event ids, for the marks' range predicates
+// (publisher_queries.hpp). The ids are PostgreSQL's text form of uuids (the claim returns
+// event_id::text): lowercase hex digits with hyphens at fixed places, whose string order
+// is the uuids' byte order.
+struct EventIdRange {
+  std::string first, last;
+};
+
+EventIdRange range_of(std::span<const std::string> event_ids) {
+  const auto [first, last] = std::minmax_element(event_ids.begin(), event_ids.end());
+  return {*first, *last};
 }
 
 std::vector<SettledEvent> read_settled(const pqxx::result& rows) {
@@ -89,8 +104,12 @@ std::vector<SettledEvent> EventStore::recover_expired(std::size_t limit, int max
 
 std::vector<PublishedEvent> EventStore::mark_published(std::span<const std::string> event_ids,
                                                        const std::string& token) {
-  const auto rows = retry_deadlocks(
-      [&] { return pool_->autocommit(names_ + "published", mark_published_, pg_array(event_ids), token); });
+  if (event_ids.empty()) return {};
+  const auto range = range_of(event_ids);
+  const auto rows = retry_deadlocks([&] {
+    return pool_->autocommit(names_ + "published", mark_published_, pg_array(event_ids), token, range.first,
+                             range.last);
+  });
   std::vector<PublishedEvent> published;
   published.reserve(rows.size());
   for (const auto& row : rows)
@@ -100,20 +119,24 @@ std::vector<PublishedEvent> EventStore::mark_published(std::span<const std::stri
 
 std::vector<SettledEvent> EventStore::record_failure(std::span<const std::string> event_ids, const std::string& token,
                                                      const std::string& error, const FailurePolicy& policy) {
+  if (event_ids.empty()) return {};
+  const auto range = range_of(event_ids);
   return read_settled(retry_deadlocks([&] {
     return pool_->autocommit(names_ + "failed", mark_failed_, pg_array(event_ids), token, error,
                              static_cast<long long>(policy.backoff.base.count()),
                              static_cast<long long>(policy.backoff.cap.count()), policy.max_attempts, policy.permanent,
-                             static_cast<long long>(policy.max_age.count()));
+                             static_cast<long long>(policy.max_age.count()), range.first, range.last);
   }));
 }
 
 std::vector<SettledEvent> EventStore::refuse(std::span<const std::string> event_ids,
                                              std::span<const std::string> errors, const std::string& token,
                                              const std::string& dead_reason) {
+  if (event_ids.empty()) return {};
+  const auto range = range_of(event_ids);
   return read_settled(retry_deadlocks([&] {
     return pool_->autocommit(names_ + "refused", mark_refused_, pg_array(event_ids), token, pg_array(errors),
-                             dead_reason);
+                             dead_reason, range.first, range.last);
   }));
 }
 

@@ -90,8 +90,13 @@ RETURNING e.status, e.topic
 
 // The marks below name a batch's events by event_id ($1 uuid[]), the partition key: a
 // custom plan reads only the partitions they are in, through each one's event_id index,
-// where the id would probe the id index of every partition (0018). They are guarded by the
-// claim token alone: it implies PUBLISHING (CHECK outbox_events_claim), and a
+// where the id would probe the id index of every partition (0018). A generic plan cannot
+// prune by an array parameter, so each mark also bounds event_id by the batch's smallest
+// and largest id (two uuid parameters, EventStore computes them): the executor then
+// removes every partition outside that range as it starts, where it would otherwise probe
+// each partition's event_id index once per event, the retained days' too (at 10M retained
+// events, 4,000 index pages per mark of 1,000; docs/benchmarks.md, "Eighteenth session").
+// They are guarded by the claim token alone: it implies PUBLISHING (CHECK outbox_events_claim), and a
 // `status = 'PUBLISHING'` predicate lets the planner pick each partition's leases index
 // instead, which ANALYZE usually saw nearly empty and which under load holds every event
 // in flight (the same trap as the worker's, inbox/src/worker_queries.hpp).
@@ -106,6 +111,8 @@ SET status = 'PUBLISHED',
     last_error = NULL,
     updated_at = pg_catalog.now()
 WHERE event_id = ANY($1::uuid[])
+  AND event_id >= $3::uuid
+  AND event_id <= $4::uuid
   AND claim_token = $2::uuid
 RETURNING topic, extract(epoch FROM pg_catalog.now() - created_at)::float8 AS seconds_since_emit
 )sql";
@@ -113,9 +120,10 @@ RETURNING topic, extract(epoch FROM pg_catalog.now() - created_at)::float8 AS se
 // Not delivered: retry after a full-jitter backoff (base $4 ms doubling per attempt up to
 // cap $5 ms), or DEAD: at once when the failure is permanent ($7: the producer refused the
 // record as too large, it can never be produced), when a max_attempts ($6 > 0) is used up,
-// or when the event is older than the max age ($8 ms > 0). $3 is the error text. The
-// exponent stops at 60 (2^60 ms is far past any cap): pg_catalog.power(2, attempts - 1) overflows a
-// double past attempt 1024 and would fail the statement, leaving the batch claimed.
+// or when the event is older than the max age ($8 ms > 0). $3 is the error text; $9 and
+// $10 bound the batch's event ids. The exponent stops at 60 (2^60 ms is far past any
+// cap): pg_catalog.power(2, attempts - 1) overflows a double past attempt 1024 and would
+// fail the statement, leaving the batch claimed.
 inline constexpr const char* kMarkFailed = R"sql(
 WITH verdict AS (
     SELECT event_id,
@@ -130,6 +138,8 @@ WITH verdict AS (
                AS backoff_ceiling_ms
     FROM {schema}.outbox_events
     WHERE event_id = ANY($1::uuid[])
+      AND event_id >= $9::uuid
+      AND event_id <= $10::uuid
       AND claim_token = $2::uuid
 )
 UPDATE {schema}.outbox_events AS e
@@ -143,14 +153,17 @@ SET status = CASE WHEN verdict.dead_reason IS NULL THEN 'RETRYABLE' ELSE 'DEAD' 
 FROM verdict
 WHERE e.event_id = verdict.event_id
   AND e.event_id = ANY($1::uuid[])
+  AND e.event_id >= $9::uuid
+  AND e.event_id <= $10::uuid
   AND e.claim_token = $2::uuid
 RETURNING e.status, e.topic
 )sql";
 
 // Refused before producing (publisher.allowed_topics): DEAD at once, never produced,
 // guarded by the batch's claim token. $1 uuid[] of event ids and $3 text[] of their error
-// texts, pairwise; $4 the dead reason. ROWS FROM with qualified functions: the two-array
-// unnest(a, b) shorthand resolves each unnest through the search_path.
+// texts, pairwise; $4 the dead reason; $5 and $6 bound the event ids. ROWS FROM with
+// qualified functions: the two-array unnest(a, b) shorthand resolves each unnest through
+// the search_path.
 inline constexpr const char* kMarkRefused = R"sql(
 UPDATE {schema}.outbox_events AS e
 SET status = 'DEAD',
@@ -162,6 +175,8 @@ SET status = 'DEAD',
 FROM ROWS FROM (pg_catalog.unnest($1::uuid[]), pg_catalog.unnest($3::text[])) AS r(event_id, error)
 WHERE e.event_id = r.event_id
   AND e.event_id = ANY($1::uuid[])
+  AND e.event_id >= $5::uuid
+  AND e.event_id <= $6::uuid
   AND e.claim_token = $2::uuid
 RETURNING e.status, e.topic
 )sql";

@@ -5,6 +5,7 @@
 // lease expiry, DEAD, an operator's requeue, deletes, and concurrent emitters.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <future>
 #include <map>
 #include <random>
@@ -62,14 +63,20 @@ class PublisherStatements {
     return claimed;
   }
   void mark_published(const std::vector<Claimed>& events, const std::string& token) {
-    pqxx::nontransaction(connection_).exec_params(published_, pg_array(event_ids(events)), token);
+    if (events.empty()) return;
+    const auto ids = event_ids(events);
+    pqxx::nontransaction(connection_)
+        .exec_params(published_, pg_array(ids), token, *std::min_element(ids.begin(), ids.end()),
+                     *std::max_element(ids.begin(), ids.end()));
   }
   // A failed delivery: RETRYABLE after `backoff_ms` (at most), or DEAD when `permanent`.
   void mark_failed(const std::vector<Claimed>& events, const std::string& token, long long backoff_ms,
                    bool permanent = false) {
+    if (events.empty()) return;
+    const auto ids = event_ids(events);
     pqxx::nontransaction(connection_)
-        .exec_params(failed_, pg_array(event_ids(events)), token, std::string("broker said no"), backoff_ms, backoff_ms,
-                     0, permanent, 0LL);
+        .exec_params(failed_, pg_array(ids), token, std::string("broker said no"), backoff_ms, backoff_ms, 0, permanent,
+                     0LL, *std::min_element(ids.begin(), ids.end()), *std::max_element(ids.begin(), ids.end()));
   }
   void recover_expired() { pqxx::nontransaction(connection_).exec_params(recover_, 100LL, 0, 0LL); }
 
