@@ -22,7 +22,12 @@
 //                        the handler inserting one row in context.tx (bench/worker.cpp's
 //                        batched case);
 //   growth_publisher     a Publisher (batch 1000) drains E due events to the librdkafka mock
-//                        cluster (bench/publisher.cpp's setup);
+//                        cluster (bench/publisher.cpp's setup), the events in the first
+//                        daily partition, the retained ones in outbox_events_legacy (steady
+//                        state: each day's events in a partition of their own);
+//   growth_publisher_legacy  the same with the events beside the retained ones in
+//                        outbox_events_legacy, as during the two days after an outbox with a
+//                        history was partitioned (informational);
 //   growth_idle_claim    the worker's claim with nothing due, right after the drains: it reads
 //                        the dead claimable entries vacuum has left (informational);
 //   growth_collector_*   each query of BacklogCollector::queries(schema), over the same small
@@ -31,7 +36,8 @@
 //                        no ratio line).
 // Between measurements both schemas lose what they do not retain the same way (DELETE,
 // VACUUM): everything in the empty one, the open backlog in the loaded one.
-// The last lines are `ratio CASE VALUE TARGET` (docs/benchmarks.md).
+// The last lines are `ratio CASE VALUE TARGET`, and `info CASE VALUE` for the informational
+// cases (docs/benchmarks.md).
 #include <optional>
 
 #include <librdkafka/rdkafka.h>
@@ -88,6 +94,10 @@ constexpr double kTarget = 0.90;
 constexpr long long kDefaultRows = 2'000'000;
 
 std::string table(const char* schema, const char* name) { return std::string(schema) + "." + name; }
+
+// Printed as `info CASE VALUE`, without a target: the idle claim (what vacuum has not
+// reached yet) and the publisher during the two days after the partitioning migration.
+bool informational(const std::string& name) { return name == "growth_idle_claim" || name == "growth_publisher_legacy"; }
 
 // ---- loading retained rows -------------------------------------------------------------
 
@@ -345,25 +355,43 @@ Measurement drain(const std::string& url, const char* schema, int count) {
 
 // ---- publisher -------------------------------------------------------------------------
 
+// Where the drained events' ids put them in the partitioned outbox (migrations 0017-0019).
+enum class EventsLand {
+  // The first daily partition after outbox_events_legacy: where every installation's events
+  // go from the partitioning migration's first daily bound on (two days after it ran), the
+  // retained rows staying in older partitions. The steady state.
+  daily_partition,
+  // outbox_events_legacy, beside the retained rows: an outbox that held a history when it
+  // was partitioned, during the two days before the first daily bound.
+  legacy_partition,
+};
+
 // `count` PENDING events in `schema`, not yet due (bench/publisher.cpp's columns, with the
 // retained events' payload sizes), unordered like bench/publisher.cpp's publish cases.
-void load_events(const std::string& url, const char* schema, int count) {
+void load_events(const std::string& url, const char* schema, int count, EventsLand land) {
   Admin admin(url);
   admin.exec(kShapes);
   // The empty schema retains nothing: its last run's events go (vacuumed in publish()).
   admin.exec("DELETE FROM " + table(schema, "outbox_events") +
              (std::string(schema) == kEmpty ? std::string() : std::string(" WHERE status <> 'PUBLISHED'")));
+  // An hour into the first daily partition: ids from the emitter's clock two days on.
+  const std::string emitted_at = land == EventsLand::legacy_partition
+                                     ? std::string("pg_catalog.now()")
+                                     : "(SELECT ends_at FROM " + table(schema, "outbox_partitions") + "('" +
+                                           table(schema, "outbox_events") +
+                                           "') WHERE partition_name = 'outbox_events_legacy') + interval '1 hour'";
   admin.exec("INSERT INTO " + table(schema, "outbox_events") +
              " (event_id, event_type, schema_version, topic, message_key, tenant_scope, tenant_id, "
              "causation_id, payload, available_at, ordered) SELECT " +
-             boxcar::bench::uuid_v7_sql("pg_catalog.now()") + ", 'order.projected', 1, '" + kTopic +
+             boxcar::bench::uuid_v7_sql(emitted_at) + ", 'order.projected', 1, '" + kTopic +
              "', 'tenant-' || (g % 50), 'tenant', 'tenant-' || (g % 50), 'm-' || g, s.payload::text, "
              "now() + interval '1 day', false FROM generate_series(1, " +
              std::to_string(count) + ") g JOIN growth_shapes AS s ON s.k = g % 1009");
 }
 
-Measurement publish(const std::string& url, const std::string& bootstrap, const char* schema, int count) {
-  load_events(url, schema, count);
+Measurement publish(const std::string& url, const std::string& bootstrap, const char* schema, int count,
+                    EventsLand land) {
+  load_events(url, schema, count, land);
   auto pool = boxcar::ConnectionPool::create({.url = url, .size = 4});
   boxcar::Publisher publisher(pool, {.schema = schema,
                                      .kafka = {{"bootstrap.servers", bootstrap}},
@@ -557,9 +585,16 @@ std::vector<CaseResult> measure_stage(const std::string& url, const std::string&
                                   "1/fastest execution, claim with nothing due, after the drains" + at));
 
   results.push_back(boxcar::bench::compare(
-      "growth_publisher", "publisher batch 1000, events/s, loaded vs empty" + at, rounds, [] {},
-      [&] { return publish(url, bootstrap, kEmpty, events); }, [&] { return publish(url, bootstrap, kLoaded, events); },
-      std::cout));
+      "growth_publisher", "publisher batch 1000, events/s, loaded vs empty, events in a daily partition" + at, rounds,
+      [] {}, [&] { return publish(url, bootstrap, kEmpty, events, EventsLand::daily_partition); },
+      [&] { return publish(url, bootstrap, kLoaded, events, EventsLand::daily_partition); }, std::cout));
+  results.push_back(boxcar::bench::compare(
+      "growth_publisher_legacy",
+      "publisher batch 1000, events/s, loaded vs empty, events beside the retained ones in "
+      "outbox_events_legacy" +
+          at,
+      rounds, [] {}, [&] { return publish(url, bootstrap, kEmpty, events, EventsLand::legacy_partition); },
+      [&] { return publish(url, bootstrap, kLoaded, events, EventsLand::legacy_partition); }, std::cout));
 
   collector("after_churn_");
   return results;
@@ -647,8 +682,13 @@ int main(int argc, char** argv) {
       std::cout << "  (stage done " << fixed(since(run_start), 0) << " s after start)" << std::endl;
     }
     std::cout << "\n";
-    for (const auto& r : last)
-      if (r.name.find("after_churn") == std::string::npos) boxcar::bench::print_ratio_line(std::cout, r, kTarget);
+    for (const auto& r : last) {
+      if (r.name.find("after_churn") != std::string::npos) continue;
+      if (informational(r.name))
+        std::cout << "info " << r.name << " " << fixed(r.ratio(), 2) << std::endl;
+      else
+        boxcar::bench::print_ratio_line(std::cout, r, kTarget);
+    }
     rd_kafka_mock_cluster_destroy(cluster);
     rd_kafka_destroy(mock_handle);
     return 0;
