@@ -113,6 +113,35 @@ TEST_CASE("the publisher delivers emitted events with their stable id, key and h
   CHECK(audit[0].headers.at("schema_version") == "2");
 }
 
+TEST_CASE("a batch whose events lie in three partitions is marked published whole, under generic plans too") {
+  Setup s;
+  s.emit(15);
+  // A third of them two days on (the first daily partition), a third three days on: an
+  // update of the partition key moves each row into the partition of its new id.
+  s.db.execute(
+      "UPDATE {schema}.outbox_events SET event_id = {schema}.outbox_event_id_floor(now() + interval '2 days' + id * "
+      "interval '1 ms') WHERE id % 3 = 1");
+  s.db.execute(
+      "UPDATE {schema}.outbox_events SET event_id = {schema}.outbox_event_id_floor(now() + interval '3 days' + id * "
+      "interval '1 ms') WHERE id % 3 = 2");
+  REQUIRE(s.db.scalar("SELECT count(DISTINCT tableoid) FROM {schema}.outbox_events") == 3);
+  std::set<std::string> ids;
+  for (const auto& row : s.db.query("SELECT event_id FROM {schema}.outbox_events")) ids.insert(row[0].c_str());
+  // Every statement of the publisher under its generic plan: the marks must prune by the
+  // batch's id range and keep each partition the batch has events in.
+  const auto url = s.db.url() + (s.db.url().find('?') == std::string::npos ? "?" : "&") +
+                   "options=-c%20plan_cache_mode%3Dforce_generic_plan";
+  const auto generic = ConnectionPool::create({.url = url, .size = 6});
+  REQUIRE(pqxx::nontransaction(*generic->acquire()).exec1("SHOW plan_cache_mode")[0].as<std::string>() ==
+          "force_generic_plan");
+  Publisher publisher(generic, s.options());
+  CHECK(publisher.drain() == 15);
+  CHECK(s.count("PUBLISHED") == 15);
+  const auto records = s.kafka.read_all("orders", 15, 20s);
+  REQUIRE(records.size() == 15);
+  CHECK(event_ids(records) == ids);
+}
+
 TEST_CASE("the publisher sets every reserved header on a tenant event that gives all optional fields") {
   Setup s;
   {
