@@ -34,17 +34,18 @@ pqxx::result retry_deadlocks(const Statement& statement) {
   }
 }
 
-// The smallest and largest of a batch's event ids, for the marks' range predicates
-// (publisher_queries.hpp). The ids are PostgreSQL's text form of uuids (the claim returns
+// A batch's event ids as the marks take them: one uuid[] literal, and the smallest and
+// largest id for the range predicates (publisher_queries.hpp). Built once per mark, not per
+// deadlock retry. The ids are PostgreSQL's text form of uuids (the claim returns
 // event_id::text): lowercase hex digits with hyphens at fixed places, whose string order
-// is the uuids' byte order.
-struct EventIdRange {
-  std::string first, last;
+// is the uuids' byte order. `event_ids` must not be empty.
+struct MarkedIds {
+  std::string array, first, last;
 };
 
-EventIdRange range_of(std::span<const std::string> event_ids) {
+MarkedIds marked_ids(std::span<const std::string> event_ids) {
   const auto [first, last] = std::minmax_element(event_ids.begin(), event_ids.end());
-  return {*first, *last};
+  return {pg_array(event_ids), *first, *last};
 }
 
 std::vector<SettledEvent> read_settled(const pqxx::result& rows) {
@@ -105,11 +106,9 @@ std::vector<SettledEvent> EventStore::recover_expired(std::size_t limit, int max
 std::vector<PublishedEvent> EventStore::mark_published(std::span<const std::string> event_ids,
                                                        const std::string& token) {
   if (event_ids.empty()) return {};
-  const auto range = range_of(event_ids);
-  const auto rows = retry_deadlocks([&] {
-    return pool_->autocommit(names_ + "published", mark_published_, pg_array(event_ids), token, range.first,
-                             range.last);
-  });
+  const auto ids = marked_ids(event_ids);
+  const auto rows = retry_deadlocks(
+      [&] { return pool_->autocommit(names_ + "published", mark_published_, ids.array, token, ids.first, ids.last); });
   std::vector<PublishedEvent> published;
   published.reserve(rows.size());
   for (const auto& row : rows)
@@ -120,12 +119,12 @@ std::vector<PublishedEvent> EventStore::mark_published(std::span<const std::stri
 std::vector<SettledEvent> EventStore::record_failure(std::span<const std::string> event_ids, const std::string& token,
                                                      const std::string& error, const FailurePolicy& policy) {
   if (event_ids.empty()) return {};
-  const auto range = range_of(event_ids);
+  const auto ids = marked_ids(event_ids);
   return read_settled(retry_deadlocks([&] {
-    return pool_->autocommit(names_ + "failed", mark_failed_, pg_array(event_ids), token, error,
+    return pool_->autocommit(names_ + "failed", mark_failed_, ids.array, token, error,
                              static_cast<long long>(policy.backoff.base.count()),
                              static_cast<long long>(policy.backoff.cap.count()), policy.max_attempts, policy.permanent,
-                             static_cast<long long>(policy.max_age.count()), range.first, range.last);
+                             static_cast<long long>(policy.max_age.count()), ids.first, ids.last);
   }));
 }
 
@@ -133,10 +132,11 @@ std::vector<SettledEvent> EventStore::refuse(std::span<const std::string> event_
                                              std::span<const std::string> errors, const std::string& token,
                                              const std::string& dead_reason) {
   if (event_ids.empty()) return {};
-  const auto range = range_of(event_ids);
+  const auto ids = marked_ids(event_ids);
+  const auto error_texts = pg_array(errors);
   return read_settled(retry_deadlocks([&] {
-    return pool_->autocommit(names_ + "refused", mark_refused_, pg_array(event_ids), token, pg_array(errors),
-                             dead_reason, range.first, range.last);
+    return pool_->autocommit(names_ + "refused", mark_refused_, ids.array, token, error_texts, dead_reason, ids.first,
+                             ids.last);
   }));
 }
 
