@@ -95,9 +95,11 @@ constexpr long long kDefaultRows = 2'000'000;
 
 std::string table(const char* schema, const char* name) { return std::string(schema) + "." + name; }
 
-// Printed as `info CASE VALUE`, without a target: the idle claim (what vacuum has not
-// reached yet) and the publisher during the two days after the partitioning migration.
-bool informational(const std::string& name) { return name == "growth_idle_claim" || name == "growth_publisher_legacy"; }
+// The cases printed as `info CASE VALUE`, without a target: the idle claim (what vacuum
+// has not reached yet) and the publisher during the two days after the partitioning migration.
+constexpr const char* kIdleClaimCase = "growth_idle_claim";
+constexpr const char* kPublisherLegacyCase = "growth_publisher_legacy";
+bool informational(const std::string& name) { return name == kIdleClaimCase || name == kPublisherLegacyCase; }
 
 // ---- loading retained rows -------------------------------------------------------------
 
@@ -581,7 +583,7 @@ std::vector<CaseResult> measure_stage(const std::string& url, const std::string&
            "' AND status IN ('PENDING', 'RETRYABLE') AND available_at <= now() AND NOT suspect "
            "ORDER BY available_at LIMIT 32 FOR NO KEY UPDATE SKIP LOCKED";
   };
-  results.push_back(measure_query(url, "growth_idle_claim", claim_select(kEmpty), claim_select(kLoaded),
+  results.push_back(measure_query(url, kIdleClaimCase, claim_select(kEmpty), claim_select(kLoaded),
                                   "1/fastest execution, claim with nothing due, after the drains" + at));
 
   results.push_back(boxcar::bench::compare(
@@ -589,7 +591,7 @@ std::vector<CaseResult> measure_stage(const std::string& url, const std::string&
       [] {}, [&] { return publish(url, bootstrap, kEmpty, events, EventsLand::daily_partition); },
       [&] { return publish(url, bootstrap, kLoaded, events, EventsLand::daily_partition); }, std::cout));
   results.push_back(boxcar::bench::compare(
-      "growth_publisher_legacy",
+      kPublisherLegacyCase,
       "publisher batch 1000, events/s, loaded vs empty, events beside the retained ones in "
       "outbox_events_legacy" +
           at,
