@@ -1,7 +1,8 @@
 // The migration runner: a dedicated session holding the schema's advisory lock, checksum
 // and compatibility verification, and each pending migration applied with a bounded
 // lock_timeout, retried with backoff, in its own transaction or, for CREATE INDEX
-// CONCURRENTLY, as one statement outside any.
+// CONCURRENTLY, as one statement outside any, or one built per statement its query
+// generates (a statements-from-query step).
 #include <pqxx/pqxx>
 
 #include "boxcar/core/migrate.hpp"
@@ -179,27 +180,15 @@ class Runner {
       });
       return;
     }
-    with_lock_retries(m.version, "migration " + m.name, [&] {
-      pqxx::nontransaction tx(connection_);
-      if (!m.concurrent_index.empty() &&
-          tx.exec_params1(sql::kIndexInvalid, schema_, m.concurrent_index)[0].as<bool>()) {
-        // A failed or interrupted earlier build: IF NOT EXISTS would keep the INVALID
-        // index, which PostgreSQL maintains on every write but never uses.
-        log_event(*logger("migrate"), LogLevel::Warn, "dropping an INVALID index left by an earlier build",
-                  {{"schema", schema_}, {"index", m.concurrent_index}, {"version", std::to_string(m.version)}});
-        std::string drop = detail::with_schema(sql::kDropIndexConcurrently, schema_);
-        drop.replace(drop.find("{index}"), 7, quote_identifier(m.concurrent_index));
-        tx.exec(drop);
-      }
-      tx.exec_params(sql::kSetSearchPath, quote_identifier(schema_), false);
-      try {
-        run_sql(tx, m, m.sql);
-      } catch (...) {
-        reset_search_path(tx);
-        throw;
-      }
-      reset_search_path(tx);
-    });
+    if (!m.statements_from_query) {
+      build_concurrently(m, m.concurrent_index, m.sql);
+    } else {
+      // Every generated statement is checked before the first one runs.
+      std::vector<std::pair<std::string, std::string>> builds;  // index, statement
+      for (const auto& statement : generate_statements(m))
+        builds.emplace_back(detail::generated_concurrent_index(m.name, statement), statement);
+      for (const auto& [index, statement] : builds) build_concurrently(m, index, statement);
+    }
     // Recorded only after the build: a crash in between leaves a valid index that the
     // next run's IF NOT EXISTS finds, or an INVALID one that it drops first.
     with_lock_retries(m.version, "recording migration " + m.name, [&] {
@@ -210,9 +199,56 @@ class Runner {
   }
 
  private:
-  void run_sql(pqxx::transaction_base& tx, const MigrationFile& m, std::string_view text) {
+  // One statement outside a transaction, CREATE INDEX CONCURRENTLY IF NOT EXISTS `index`
+  // when `index` is set: an INVALID leftover of it (a failed or interrupted earlier build)
+  // is dropped first, since IF NOT EXISTS would keep it, and PostgreSQL maintains an
+  // INVALID index on every write but never uses it.
+  void build_concurrently(const MigrationFile& m, const std::string& index, std::string_view statement) {
+    with_lock_retries(m.version, "migration " + m.name, [&] {
+      pqxx::nontransaction tx(connection_);
+      if (!index.empty() && tx.exec_params1(sql::kIndexInvalid, schema_, index)[0].as<bool>()) {
+        log_event(*logger("migrate"), LogLevel::Warn, "dropping an INVALID index left by an earlier build",
+                  {{"schema", schema_}, {"index", index}, {"version", std::to_string(m.version)}});
+        std::string drop = detail::with_schema(sql::kDropIndexConcurrently, schema_);
+        drop.replace(drop.find("{index}"), 7, quote_identifier(index));
+        tx.exec(drop);
+      }
+      run_outside_transaction(tx, m, statement);
+    });
+  }
+
+  // The statements a statements-from-query step's query generates, in its order.
+  std::vector<std::string> generate_statements(const MigrationFile& m) {
+    std::vector<std::string> statements;
+    with_lock_retries(m.version, "migration " + m.name, [&] {
+      pqxx::nontransaction tx(connection_);
+      statements.clear();
+      for (const auto& row : run_outside_transaction(tx, m, m.sql)) {
+        if (row.size() != 1 || row[0].is_null())
+          throw MigrationError("MIGRATION_FAILED", "migration " + m.name + " in schema '" + schema_ +
+                                                       "': its query must return one non-null text column");
+        statements.push_back(row[0].as<std::string>());
+      }
+    });
+    return statements;
+  }
+
+  pqxx::result run_outside_transaction(pqxx::nontransaction& tx, const MigrationFile& m, std::string_view text) {
+    tx.exec_params(sql::kSetSearchPath, quote_identifier(schema_), false);
+    pqxx::result result;
     try {
-      tx.exec(std::string(text));
+      result = run_sql(tx, m, text);
+    } catch (...) {
+      reset_search_path(tx);
+      throw;
+    }
+    reset_search_path(tx);
+    return result;
+  }
+
+  pqxx::result run_sql(pqxx::transaction_base& tx, const MigrationFile& m, std::string_view text) {
+    try {
+      return tx.exec(std::string(text));
     } catch (const pqxx::sql_error& e) {
       if (is_lock_wait_failure(e) || is_session_gone(e)) throw;
       throw MigrationError("MIGRATION_FAILED",

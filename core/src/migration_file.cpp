@@ -2,6 +2,7 @@
 #include "boxcar/core/detail/migration_file.hpp"
 
 #include <charconv>
+#include <optional>
 #include <regex>
 
 #include "boxcar/core/canonical_json.hpp"
@@ -42,7 +43,34 @@ void for_each_line(std::string_view text, F&& f) {
   }
 }
 
+const std::regex& concurrent_index_pattern() {
+  static const std::regex pattern(R"(^CREATE\s+(UNIQUE\s+)?INDEX\s+CONCURRENTLY\s)", std::regex::icase);
+  return pattern;
+}
+
+// The index name of a CREATE INDEX CONCURRENTLY IF NOT EXISTS with an unquoted lower-case
+// name (what the runner looks up to drop an INVALID leftover), if `statement` is one.
+std::optional<std::string> idempotent_concurrent_index(const std::string& statement) {
+  static const std::regex pattern(
+      R"(^CREATE\s+(UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+([a-z_][a-z0-9_]*)\s)", std::regex::icase);
+  std::smatch match;
+  if (!std::regex_search(statement, match, pattern)) return std::nullopt;
+  return match[2].str();
+}
+
 }  // namespace
+
+std::string generated_concurrent_index(std::string_view file_name, std::string_view statement) {
+  const std::string text(trim(statement));
+  const auto semicolon = text.find(';');
+  const auto index = idempotent_concurrent_index(text);
+  if (!index || (semicolon != std::string::npos && semicolon != text.size() - 1))
+    throw MigrationError("MIGRATION_FAILED", "migration " + std::string(file_name) +
+                                                 " generated a statement that is not one CREATE INDEX CONCURRENTLY "
+                                                 "IF NOT EXISTS with an unquoted lower-case name: " +
+                                                 text.substr(0, 200));
+  return *index;
+}
 
 std::string strip_sql_comments(std::string_view sql) {
   std::string out;
@@ -73,6 +101,8 @@ MigrationFile parse_migration_file(std::string_view file_name, std::string_view 
     const std::string_view value = space == std::string_view::npos ? "" : trim(line.substr(space + 1));
     if (name == "no-transaction" && value.empty()) {
       m.transactional = false;
+    } else if (name == "statements-from-query" && value.empty()) {
+      m.statements_from_query = true;
     } else if (name == "compatible-with") {
       m.compatible_with = parse_int(file_name, value, "compatible-with");
       if (m.compatible_with > m.version) malformed(file_name, "compatible-with is newer than the file itself");
@@ -83,19 +113,21 @@ MigrationFile parse_migration_file(std::string_view file_name, std::string_view 
     }
   });
 
+  if (m.statements_from_query && m.transactional)
+    malformed(file_name, "statements-from-query needs no-transaction: the statements it generates run outside one");
   if (!m.transactional) {
     // One statement per step: a failure then leaves nothing half-applied but, at worst, an
     // INVALID index that the next run drops and builds again.
     const std::string statement = strip_sql_comments(sql);
     if (statement.empty() || statement.back() != ';' || statement.find(';') != statement.size() - 1)
       malformed(file_name, "a no-transaction migration holds exactly one statement, ending in ';'");
-    static const std::regex kConcurrent(R"(^CREATE\s+(UNIQUE\s+)?INDEX\s+CONCURRENTLY\s)", std::regex::icase);
-    static const std::regex kIdempotent(
-        R"(^CREATE\s+(UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+([a-z_][a-z0-9_]*)\s)", std::regex::icase);
-    std::smatch match;
-    if (std::regex_search(statement, match, kIdempotent)) {
-      m.concurrent_index = match[2].str();
-    } else if (std::regex_search(statement, kConcurrent)) {
+    if (m.statements_from_query) {
+      static const std::regex kQuery(R"(^(SELECT|WITH)\s)", std::regex::icase);
+      if (!std::regex_search(statement, kQuery))
+        malformed(file_name, "a statements-from-query migration holds one query (SELECT or WITH)");
+    } else if (const auto index = idempotent_concurrent_index(statement)) {
+      m.concurrent_index = *index;
+    } else if (std::regex_search(statement, concurrent_index_pattern())) {
       // Without IF NOT EXISTS, a crash between the build and its schema_migrations row
       // would fail every later run on the index that is already there.
       malformed(file_name, "CREATE INDEX CONCURRENTLY needs IF NOT EXISTS and an unquoted lower-case name");

@@ -47,6 +47,46 @@ TEST_CASE("a no-transaction concurrent index build names its index and its compa
   CHECK(m.concurrent_index == "t_x");
 }
 
+TEST_CASE(
+    "a statements-from-query step holds one query, and each statement it generates must be an idempotent "
+    "concurrent index build") {
+  const auto m = parse_migration_file("0024_each.sql",
+                                      "-- boxcar:no-transaction\n-- boxcar:statements-from-query\n"
+                                      "SELECT format('CREATE INDEX CONCURRENTLY IF NOT EXISTS %I ON %I (x)', a, b)\n"
+                                      "FROM t;\n");
+  CHECK_FALSE(m.transactional);
+  CHECK(m.statements_from_query);
+  CHECK(m.concurrent_index.empty());
+  CHECK(
+      malformed_reason("0024_each.sql", "-- boxcar:statements-from-query\nSELECT 'x';").find("needs no-transaction") !=
+      std::string::npos);
+  CHECK(malformed_reason("0024_each.sql",
+                         "-- boxcar:no-transaction\n-- boxcar:statements-from-query\nCREATE INDEX CONCURRENTLY "
+                         "IF NOT EXISTS a ON t (x);")
+            .find("one query") != std::string::npos);
+
+  using boxcar::detail::generated_concurrent_index;
+  CHECK(generated_concurrent_index("0024_each.sql", "CREATE INDEX CONCURRENTLY IF NOT EXISTS t_x_p1 ON s.t_p1 (x)") ==
+        "t_x_p1");
+  CHECK(generated_concurrent_index("0024_each.sql", "create unique index concurrently if not exists u ON t (x);") ==
+        "u");
+  const auto refused = [](std::string_view statement) {
+    try {
+      generated_concurrent_index("0024_each.sql", statement);
+    } catch (const MigrationError& e) {
+      CHECK(e.code() == "MIGRATION_FAILED");
+      return std::string(e.what());
+    }
+    FAIL("expected MIGRATION_FAILED for " << statement);
+    return std::string();
+  };
+  CHECK(refused("DROP TABLE t").find("0024_each.sql") != std::string::npos);
+  CHECK(refused("CREATE INDEX CONCURRENTLY a ON t (x)").find("IF NOT EXISTS") != std::string::npos);
+  CHECK(refused("CREATE INDEX CONCURRENTLY IF NOT EXISTS \"A\" ON t (x)").find("lower-case") != std::string::npos);
+  CHECK(refused("CREATE INDEX CONCURRENTLY IF NOT EXISTS a ON t (x); DROP TABLE t").find("DROP TABLE t") !=
+        std::string::npos);
+}
+
 TEST_CASE("malformed directives and unsafe no-transaction steps are refused naming the file") {
   CHECK(malformed_reason("0009_a.sql", "-- boxcar:no-transactions\nSELECT 1;").find("0009_a.sql") != std::string::npos);
   CHECK(malformed_reason("0009_a.sql", "-- boxcar:compatible-with 10\nSELECT 1;").find("newer") != std::string::npos);

@@ -2,7 +2,9 @@
 //
 // Each pending migration runs in its own transaction with search_path set to the schema,
 // or, when its file says `-- boxcar:no-transaction`, as one statement outside a
-// transaction (CREATE INDEX CONCURRENTLY: writers keep writing while it builds). It is
+// transaction (CREATE INDEX CONCURRENTLY: writers keep writing while it builds), or as
+// the statements its one query generates (`-- boxcar:statements-from-query`: an index
+// built concurrently on each partition of a table). It is
 // recorded in <schema>.schema_migrations with the SHA-256 of its text and the oldest
 // binary it stays compatible with. Every statement waits at most `lock_timeout` for a
 // table lock and is retried, with backoff, a bounded number of times, so a migration
