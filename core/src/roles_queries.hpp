@@ -62,6 +62,9 @@ inline constexpr const char* kOwnership[] = {
     "ALTER FUNCTION {schema}.outbox_create_partitions(regclass, integer) OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.outbox_partitions(regclass) OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.outbox_partition_retirable(regclass, timestamptz) OWNER TO {migrator}",
+    // Covering indexes (0023-0025): what outbox_create_partitions builds on each partition.
+    "ALTER FUNCTION {schema}.outbox_covering_indexes() OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.outbox_partition_index_name(regclass, text) OWNER TO {migrator}",
     R"(DO $owners$
 DECLARE
     part regclass;

@@ -235,8 +235,9 @@ WHERE x.schemaname = $1::name
   AND x.statistics_name = 'inbox_receipts_backlog_mix'::name
 )SQL";
 
-// Outbox backlog waiting for a publisher, from outbox_events_due
-// (available_at, id) WHERE status IN ('PENDING', 'RETRYABLE').
+// Outbox backlog waiting for a publisher, an index-only scan of outbox_events_due_covering
+// (available_at, id) INCLUDE (status, created_at) WHERE status IN ('PENDING', 'RETRYABLE')
+// (0023-0025).
 inline constexpr std::string_view kOutboxDue = R"SQL(
 SELECT pg_catalog.count(*) FILTER (WHERE status = 'PENDING') AS pending,
        pg_catalog.count(*) FILTER (WHERE status = 'RETRYABLE') AS retryable,
@@ -245,8 +246,8 @@ FROM {schema}.outbox_events
 WHERE status IN ('PENDING', 'RETRYABLE')
 )SQL";
 
-// Events claimed by a publisher, from outbox_events_leases (lease_expires_at)
-// WHERE status = 'PUBLISHING'. They are unpublished too, so they count towards the
+// Events claimed by a publisher, an index-only scan of outbox_events_leases_covering
+// (lease_expires_at) INCLUDE (created_at) WHERE status = 'PUBLISHING'. They are unpublished too, so they count towards the
 // oldest unpublished age.
 inline constexpr std::string_view kOutboxPublishing = R"SQL(
 SELECT pg_catalog.count(*) AS publishing,

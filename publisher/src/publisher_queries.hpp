@@ -7,7 +7,7 @@
 
 namespace boxcar::publisher_sql {
 
-// Claim the oldest due events (index scan on outbox_events_due) under one token per
+// Claim the oldest due events (index scan on outbox_events_due_covering) under one token per
 // batch, up to $1 events and a byte budget $4: events are taken in order while their
 // running total stays within it; the first is taken regardless when $5 (nothing else is
 // in flight), so an event larger than the budget still goes out, alone. `bytes` is an upper

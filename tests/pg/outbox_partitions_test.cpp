@@ -327,7 +327,7 @@ TEST_CASE(
   // only empty partitions may be "scanned" sequentially, which reads nothing.
   for (int d = -4; d < 0; ++d)
     CHECK_THAT(plan, !Catch::Contains("Seq Scan on outbox_events_t" + std::to_string(d + 100)));
-  CHECK_THAT(plan, Catch::Contains("available_at_id_idx on outbox_events_t96"));
+  CHECK_THAT(plan, Catch::Contains("available_at_id_status_created_at_idx on outbox_events_t96"));
   // The update (alias e_N) finds the claimed event by its partition key: the nested loop
   // prunes at run time to today's partition, which holds it; the old ones are never probed.
   const auto update_line = [&](int partition) {
@@ -656,4 +656,154 @@ TEST_CASE(
   // Liveness: no emit waited anywhere near the bound for the swap's instant.
   CHECK(slowest_emit_ms < 10000);
   INFO("slowest emit " << slowest_emit_ms << " ms");
+}
+
+namespace {
+
+// Per covering parent index (0023-0025): whether it is valid, how many partition indexes
+// are attached to it, and how many partitions the outbox has.
+struct CoveringState {
+  bool due_valid = false;
+  bool leases_valid = false;
+  std::int64_t due_attached = 0;
+  std::int64_t leases_attached = 0;
+};
+
+CoveringState covering_state(const OldSchema& s) {
+  const auto valid = [&](const std::string& index) {
+    return s.scalar("SELECT count(*) FROM pg_index WHERE indisvalid AND indexrelid = '{schema}." + index +
+                    "'::regclass") == 1;
+  };
+  const auto attached = [&](const std::string& index) {
+    return s.scalar("SELECT count(*) FROM pg_inherits WHERE inhparent = '{schema}." + index + "'::regclass");
+  };
+  return {.due_valid = valid("outbox_events_due_covering_all"),
+          .leases_valid = valid("outbox_events_leases_covering_all"),
+          .due_attached = attached("outbox_events_due_covering_all"),
+          .leases_attached = attached("outbox_events_leases_covering_all")};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "the outbox's covering indexes are built on each partition with rows concurrently, on empty ones at once, and "
+    "replace the old due and lease indexes, passing over a partition whose detach is pending") {
+  OldSchema old(22);
+  // History in the first partition and in an old day's partition attached by hand, which
+  // has rows too: both need a concurrent build.
+  old.execute(
+      "INSERT INTO {schema}.outbox_events (event_id, event_type, schema_version, topic, message_key, tenant_scope, "
+      "tenant_id, payload, status, claim_token, lease_expires_at, published_at, created_at) "
+      "SELECT {schema}.outbox_event_id_floor(now() - interval '3 days' + i * interval '1 ms'), 'thing.happened', 1, "
+      "'things', 'k' || i, 'tenant', 't1', '{}', s.status, "
+      "CASE WHEN s.status = 'PUBLISHING' THEN gen_random_uuid() END, "
+      "CASE WHEN s.status = 'PUBLISHING' THEN now() + interval '1 minute' END, "
+      "CASE WHEN s.status = 'PUBLISHED' THEN now() END, now() - interval '1 hour' + i * interval '1 ms' "
+      "FROM generate_series(1, 3000) AS i "
+      "CROSS JOIN LATERAL (SELECT CASE i % 3 WHEN 0 THEN 'PUBLISHED' WHEN 1 THEN 'PENDING' ELSE 'PUBLISHING' END "
+      "AS status) AS s");
+  const std::int64_t partitions_at_22 =
+      old.scalar("SELECT count(*) FROM pg_inherits WHERE inhparent = '{schema}.outbox_events'::regclass");
+  REQUIRE(partitions_at_22 >= 7);
+  // A DETACH ... CONCURRENTLY of a partition (the janitor's of an old one, in production)
+  // was interrupted: it stays in pg_inherits, detach pending, and PostgreSQL attaches no
+  // index of it to a parent index.
+  {
+    pqxx::connection reader(old.url);
+    pqxx::work snapshot(reader);
+    snapshot.exec(detail::with_schema("SELECT count(*) FROM {schema}.outbox_events", old.schema));
+    // (Not inside a DO block: DETACH ... CONCURRENTLY refuses to run in a transaction.)
+    pqxx::connection detacher(old.url);
+    const auto pid = detacher.backendpid();
+    const std::string oldest_daily =
+        pqxx::nontransaction(detacher)
+            .exec1(detail::with_schema("SELECT min(partition_name) FROM {schema}.outbox_partitions("
+                                       "'{schema}.outbox_events') WHERE partition_name LIKE 'outbox_events_p%'",
+                                       old.schema))[0]
+            .as<std::string>();
+    auto detach = std::async(std::launch::async, [&] {
+      try {
+        pqxx::nontransaction(detacher).exec(detail::with_schema(
+            "ALTER TABLE {schema}.outbox_events DETACH PARTITION {schema}." + oldest_daily + " CONCURRENTLY",
+            old.schema));
+      } catch (const std::exception&) {
+      }
+    });
+    const std::string pending =
+        "SELECT count(*) FROM pg_inherits WHERE inhdetachpending AND inhparent = '{schema}.outbox_events'::regclass";
+    REQUIRE(eventually([&] { return old.scalar(pending) == 1; }, 10s));
+    old.scalar("SELECT count(*) FROM (SELECT pg_terminate_backend(" + std::to_string(pid) + ")) AS t");
+    REQUIRE(detach.wait_for(10s) == std::future_status::ready);
+    snapshot.abort();
+    REQUIRE(old.scalar(pending) == 1);
+  }
+
+  migrate(old.url, {.schema = old.schema, .target_version = 23});
+  // 0023: the parents exist, INVALID, with every empty partition's index attached: all but
+  // the first partition, which holds the rows, and the one on its way out.
+  auto state = covering_state(old);
+  CHECK_FALSE(state.due_valid);
+  CHECK_FALSE(state.leases_valid);
+  CHECK(state.due_attached == partitions_at_22 - 2);
+  CHECK(state.leases_attached == partitions_at_22 - 2);
+  // A partition made by the janitor's function between the steps gets its indexes under
+  // the function's names, and one attached by hand (the day after) gets them from ATTACH.
+  const std::int64_t made =
+      old.scalar("SELECT {schema}.outbox_create_partitions('{schema}.outbox_events'::regclass, 9)");
+  CHECK(made >= 1);
+  const std::string newest_end =
+      "(SELECT ends_at FROM {schema}.outbox_partitions('{schema}.outbox_events'::regclass) ORDER BY ends_at DESC "
+      "LIMIT 1)";
+  old.execute(
+      "CREATE TABLE {schema}.outbox_events_manual (LIKE {schema}.outbox_events INCLUDING DEFAULTS INCLUDING CONSTRAINTS)");
+  old.execute(
+      "DO $$ BEGIN EXECUTE format('ALTER TABLE {schema}.outbox_events ATTACH PARTITION "
+      "{schema}.outbox_events_manual FOR VALUES FROM (%L) TO (%L)', {schema}.outbox_event_id_floor(" +
+      newest_end + "), {schema}.outbox_event_id_floor(" + newest_end + " + interval '1 day')); END $$");
+  // An earlier 0024 run that failed half-way left an INVALID index under the name of the
+  // first partition's due index: the runner drops it and builds the right one.
+  CHECK_THROWS_AS(old.execute("CREATE UNIQUE INDEX CONCURRENTLY outbox_events_due_covering_legacy ON "
+                              "{schema}.outbox_events_legacy (topic)"),
+                  pqxx::unique_violation);
+
+  std::vector<MigrationStep> steps;
+  const auto report = migrate(
+      old.url, {.schema = old.schema, .before_step = [&](const MigrationStep& step) { steps.push_back(step); }});
+  CHECK(report.applied == std::vector<int>{24, 25});
+  REQUIRE(steps.size() == 2);
+  CHECK_FALSE(steps[0].transactional);
+  CHECK(steps[1].transactional);
+
+  const std::int64_t partitions_now =
+      old.scalar("SELECT count(*) FROM pg_inherits WHERE inhparent = '{schema}.outbox_events'::regclass");
+  CHECK(partitions_now == partitions_at_22 + made + 1);
+  state = covering_state(old);
+  CHECK(state.due_valid);
+  CHECK(state.leases_valid);
+  CHECK(state.due_attached == partitions_now - 1);
+  CHECK(state.leases_attached == partitions_now - 1);
+  // The partition on its way out was passed over: it has neither index.
+  CHECK(old.scalar("SELECT count(*) FROM pg_inherits i JOIN pg_index x ON x.indrelid = i.inhrelid JOIN pg_class c ON "
+                   "c.oid = x.indexrelid WHERE i.inhdetachpending AND i.inhparent = "
+                   "'{schema}.outbox_events'::regclass AND c.relname LIKE '%covering%'") == 0);
+  // The first partition's indexes are the covering definitions, valid, the leftover gone.
+  CHECK(old.scalar("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + old.schema +
+                   "' AND indexname = 'outbox_events_due_covering_legacy' AND indexdef NOT LIKE '%UNIQUE%' AND "
+                   "indexdef LIKE '%(available_at, id) INCLUDE (status, created_at) WHERE%'") == 1);
+  CHECK(old.scalar("SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON "
+                   "n.oid = c.relnamespace WHERE n.nspname = '" +
+                   old.schema + "' AND NOT i.indisvalid") == 0);
+  // The old indexes are gone from the parent and from every partition.
+  CHECK(old.scalar(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = '" + old.schema +
+            "' AND (indexdef LIKE '%(available_at, id) WHERE%' OR indexdef LIKE '%(lease_expires_at) WHERE%')") == 0);
+  // The janitor's function names a new day's indexes after it, attached at once.
+  CHECK(old.scalar("SELECT {schema}.outbox_create_partitions('{schema}.outbox_events'::regclass, 12)") >= 1);
+  CHECK(old.scalar("SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = "
+                   "'{schema}.outbox_events_due_covering_all'::regclass AND c.relname = 'outbox_events_due_covering' "
+                   "|| (SELECT substr(partition_name, 14) FROM {schema}.outbox_partitions('{schema}.outbox_events') "
+                   "WHERE partition_name LIKE 'outbox_events_p%' ORDER BY ends_at DESC LIMIT 1)") == 1);
+  // Nothing was lost or changed on the way.
+  CHECK(old.scalar("SELECT count(*) FROM {schema}.outbox_events") == 3000);
+  CHECK(old.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'PENDING'") == 1000);
 }
