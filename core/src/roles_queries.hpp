@@ -49,6 +49,7 @@ inline constexpr const char* kOwnership[] = {
     // The key-order trigger runs as its owner (SECURITY DEFINER, 0012): the migrator.
     "ALTER FUNCTION {schema}.inbox_receipts_key_order() OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.inbox_settle_keys(bigint[], uuid[], xid8) OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.inbox_claim_fair(text, bigint, double precision, text, text) OWNER TO {migrator}",
     "ALTER TABLE {schema}.outbox_ordering_keys OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.outbox_key_order_enter() OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.outbox_key_order_leave() OWNER TO {migrator}",
@@ -91,6 +92,7 @@ inline constexpr const char* kRevoke[] = {
 FROM {ingress}, {worker}, {publisher}, {operator})",
     "REVOKE ALL ON FUNCTION {schema}.failure_fingerprint(text, text) FROM {ingress}, {worker}, {publisher}, {operator}",
     "REVOKE ALL ON FUNCTION {schema}.inbox_settle_keys(bigint[], uuid[], xid8) FROM {ingress}, {worker}, {publisher}, {operator}",
+    "REVOKE ALL ON FUNCTION {schema}.inbox_claim_fair(text, bigint, double precision, text, text) FROM {ingress}, {worker}, {publisher}, {operator}",
     "REVOKE ALL ON TABLE {schema}.outbox_ordering_keys FROM {ingress}, {worker}, {publisher}, {operator}",
 };
 
@@ -164,6 +166,8 @@ TO {operator})",
     "GRANT EXECUTE ON FUNCTION {schema}.failure_fingerprint(text, text) TO {operator}",
     // worker: a batch's key settlement (0021), before its completion; it runs as its owner.
     "GRANT EXECUTE ON FUNCTION {schema}.inbox_settle_keys(bigint[], uuid[], xid8) TO {worker}",
+    // worker: the fair claim (0026); it runs with the worker's own privileges on the inbox.
+    "GRANT EXECUTE ON FUNCTION {schema}.inbox_claim_fair(text, bigint, double precision, text, text) TO {worker}",
 
     // ingress, worker, publisher: the backlog collector every Runtime runs
     // (ops/src/backlog_queries.hpp). SELECT to export the fleet's last figures; UPDATE of

@@ -49,145 +49,18 @@ RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.
 // one consumer spread over its scopes (tenants, and the global scope), so one scope's
 // backlog or poison messages cannot starve the others. Its cost grows with the claim
 // limit, not with any scope's backlog; every step is an index scan on
-// inbox_receipts_claimable_scope (consumer, scope_kind, scope_id, available_at).
-// - after_cursor, from_start: a loose index scan (one index descent per scope) over the
-//   scopes with claimable rows, in (scope_kind, scope_id) order, starting after the
-//   worker's round-robin cursor ($4, $5) and wrapping around to it. Each step also reads
-//   the scope's oldest available_at (its head), so a scope with nothing due (only retries
-//   in backoff) costs that one descent and takes no share.
-// - scopes: the first $2 scopes whose head is due. Each gets an equal share of the
-//   limit, ceil($2 / n) (the last one what is left of $2): its oldest due non-suspect
-//   receipts, SKIP LOCKED.
-// - fill: when the shares come back short (a scope had fewer due than its share, or
-//   they were locked by another worker), the rest of the limit goes to the oldest due
-//   receipts, as kClaim takes them, so a short claim still means "nothing more due".
-//   LIMIT 0 when the shares filled the claim: the scan never starts.
+// inbox_receipts_claimable_scope (consumer, scope_kind, scope_id, available_at), after
+// the worker's round-robin cursor ($4, $5). The statement lives in
+// migrations/0026_inbox_claim_fair_generic_plan.sql, which has its steps: a PL/pgSQL
+// function that runs it with a generic plan, because as a prepared statement here it was
+// planned again on about half of its executions, and its planning cost more than its run.
 // Returns the last scope visited (cursor_kind, cursor_id) on every row: the worker's
 // next cursor, a hint kept in memory (any value is correct; it only moves the start).
 // Autocommit, and never suspects, as kClaim.
 inline constexpr const char* kClaimFair = R"sql(
-WITH RECURSIVE after_cursor AS (
-    (SELECT scope_kind, scope_id, available_at AS head_at, 1 AS lap, 1 AS step
-     FROM {schema}.inbox_receipts
-     WHERE consumer = $1
-       AND status IN ('PENDING', 'RETRYABLE')
-       AND (scope_kind, scope_id) > ($4::text, $5::text)
-     ORDER BY scope_kind, scope_id, available_at
-     LIMIT 1)
-    UNION ALL
-    SELECT n.scope_kind, n.scope_id, n.available_at, 1, s.step + 1
-    FROM after_cursor AS s
-    CROSS JOIN LATERAL (
-        SELECT scope_kind, scope_id, available_at
-        FROM {schema}.inbox_receipts
-        WHERE consumer = $1
-          AND status IN ('PENDING', 'RETRYABLE')
-          AND (scope_kind, scope_id) > (s.scope_kind, s.scope_id)
-        ORDER BY scope_kind, scope_id, available_at
-        LIMIT 1
-    ) AS n
-),
-from_start AS (
-    (SELECT scope_kind, scope_id, available_at AS head_at, 2 AS lap, 1 AS step
-     FROM {schema}.inbox_receipts
-     WHERE consumer = $1
-       AND status IN ('PENDING', 'RETRYABLE')
-       AND (scope_kind, scope_id) <= ($4::text, $5::text)
-     ORDER BY scope_kind, scope_id, available_at
-     LIMIT 1)
-    UNION ALL
-    SELECT n.scope_kind, n.scope_id, n.available_at, 2, s.step + 1
-    FROM from_start AS s
-    CROSS JOIN LATERAL (
-        SELECT scope_kind, scope_id, available_at
-        FROM {schema}.inbox_receipts
-        WHERE consumer = $1
-          AND status IN ('PENDING', 'RETRYABLE')
-          AND (scope_kind, scope_id) > (s.scope_kind, s.scope_id)
-          AND (scope_kind, scope_id) <= ($4::text, $5::text)
-        ORDER BY scope_kind, scope_id, available_at
-        LIMIT 1
-    ) AS n
-),
--- Evaluated lazily: the scan stops once $2 scopes with a due head are found.
-scopes AS MATERIALIZED (
-    SELECT scope_kind, scope_id, lap, step
-    FROM (SELECT * FROM after_cursor UNION ALL SELECT * FROM from_start) AS visited
-    WHERE head_at <= pg_catalog.now()
-    LIMIT $2
-),
-share AS MATERIALIZED (
-    SELECT ($2::bigint + pg_catalog.count(*) - 1::bigint) / GREATEST(pg_catalog.count(*), 1::bigint) AS per_scope
-    FROM scopes
-),
-shares AS MATERIALIZED (
-    SELECT p.id
-    FROM scopes AS s
-    CROSS JOIN share
-    CROSS JOIN LATERAL (
-        SELECT id
-        FROM {schema}.inbox_receipts
-        WHERE consumer = $1
-          -- The scope as a range of (scope_kind, scope_id), not two equalities: with
-          -- equalities the planner drops the scope columns from the ORDER BY below as
-          -- constant, and then inbox_receipts_claimable (consumer, available_at) has the
-          -- order too. With statistics that saw one scope only (a hot tenant's backlog
-          -- analysed before the others arrived) it chose that index and walked the hot
-          -- tenant's older rows for every other scope's share: 0.4 s per claim at a
-          -- 100,000 backlog, until the next ANALYZE (docs/benchmarks.md, "Tenth
-          -- session"). As a range the scope columns stay in the order, which only
-          -- inbox_receipts_claimable_scope provides, and bound its scan.
-          AND (scope_kind, scope_id) >= (s.scope_kind, s.scope_id)
-          AND (scope_kind, scope_id) <= (s.scope_kind, s.scope_id)
-          AND status IN ('PENDING', 'RETRYABLE')
-          AND available_at <= pg_catalog.now()
-          AND NOT suspect
-        ORDER BY scope_kind, scope_id, available_at
-        LIMIT share.per_scope
-        FOR NO KEY UPDATE SKIP LOCKED
-    ) AS p
-    -- n shares of ceil($2 / n) can exceed $2: the last scope gets what is left. The
-    -- nested loop stops here, so no row past the limit is even locked.
-    LIMIT $2
-),
--- SKIP LOCKED does not skip this statement's own locks: the shares are excluded by id.
-fill AS (
-    SELECT id
-    FROM {schema}.inbox_receipts
-    WHERE consumer = $1
-      AND status IN ('PENDING', 'RETRYABLE')
-      AND available_at <= pg_catalog.now()
-      AND NOT suspect
-      AND id NOT IN (SELECT id FROM shares)
-    ORDER BY available_at
-    LIMIT GREATEST($2::bigint - (SELECT pg_catalog.count(*) FROM shares), 0::bigint)
-    FOR NO KEY UPDATE SKIP LOCKED
-),
-due AS (
-    SELECT id FROM shares
-    UNION ALL
-    SELECT id FROM fill
-),
-last_scope AS (
-    SELECT scope_kind, scope_id
-    FROM scopes
-    ORDER BY lap DESC, step DESC
-    LIMIT 1
-)
-UPDATE {schema}.inbox_receipts AS r
-SET status = 'PROCESSING',
-    claim_token = pg_catalog.gen_random_uuid(),
-    lease_expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $3::double precision / 1000::double precision),
-    attempts = r.attempts + 1,
-    updated_at = pg_catalog.now()
--- An array of ids, not a join with `due`: the generic plan of a prepared statement
--- cannot know $2 and would hash-join a guessed tenth of the table (a sequential scan
--- that grows with the backlog); `= ANY` of an array always probes the primary key.
-WHERE r.id = ANY ((SELECT pg_catalog.array_agg(id) FROM due)::bigint[])
-RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
-          r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,
-          r.metadata::text AS metadata, r.status, r.suspect, r.ordering_key IS NOT NULL AS ordered,
-          (SELECT scope_kind FROM last_scope) AS cursor_kind, (SELECT scope_id FROM last_scope) AS cursor_id
+SELECT id, claim_token, attempts, scope_kind, scope_id, source, consumer, message_id, event_type, schema_version,
+       payload, metadata, status, suspect, ordered, cursor_kind, cursor_id
+FROM {schema}.inbox_claim_fair($1::text, $2::bigint, $3::double precision, $4::text, $5::text)
 )sql";
 
 // The suspect lane: claim one due suspect of one consumer (an index scan on

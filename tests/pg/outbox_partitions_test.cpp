@@ -29,6 +29,7 @@
 #include "boxcar/publisher/detail/named_statements.hpp"
 #include "boxcar/testing/eventually.hpp"
 #include "named_statement.hpp"
+#include "notice_log.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;
@@ -385,31 +386,6 @@ TEST_CASE("the publisher's marks find a batch through its partition's event_id i
   }
 }
 
-namespace {
-
-// Keeps what the server sends a connection as notices: auto_explain's plans of the
-// statements a trigger function runs, at log_level notice.
-class NoticeLog final : public pqxx::errorhandler {
- public:
-  explicit NoticeLog(pqxx::connection_base& connection) : pqxx::errorhandler(connection) {}
-  bool operator()(const char message[]) noexcept override {
-    try {
-      notices.emplace_back(message);
-    } catch (...) {
-    }
-    return false;
-  }
-  // The one notice whose plan is of the statement holding `text`, or "" when none.
-  std::string plan_of(const std::string& text) const {
-    for (const auto& notice : notices)
-      if (notice.find("Query Text:") != std::string::npos && notice.find(text) != std::string::npos) return notice;
-    return {};
-  }
-  std::vector<std::string> notices;
-};
-
-}  // namespace
-
 TEST_CASE(
     "a key's next ordered event is promoted in its own partition only, by the mark of its head and by the delete of "
     "it") {
@@ -443,12 +419,8 @@ TEST_CASE(
   // The plans of the statements the key-order triggers run, as this session's notices.
   auto conn = db.connect();
   NoticeLog log(conn);
+  explain_nested_statements(conn);
   pqxx::nontransaction n(conn);
-  n.exec("LOAD 'auto_explain'");
-  n.exec(
-      "SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on; SET auto_explain.log_timing = off; "
-      "SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice; "
-      "SET client_min_messages = notice");
 
   // The head published (as the publisher's mark does): the statement trigger promotes the
   // next event. Its update's nested loop finds it by event_id, pruned at run time to
@@ -767,8 +739,9 @@ TEST_CASE(
                   pqxx::unique_violation);
 
   std::vector<MigrationStep> steps;
-  const auto report = migrate(
-      old.url, {.schema = old.schema, .before_step = [&](const MigrationStep& step) { steps.push_back(step); }});
+  const auto report = migrate(old.url, {.schema = old.schema,
+                                        .target_version = 25,
+                                        .before_step = [&](const MigrationStep& step) { steps.push_back(step); }});
   CHECK(report.applied == std::vector<int>{24, 25});
   REQUIRE(steps.size() == 2);
   CHECK_FALSE(steps[0].transactional);
