@@ -53,7 +53,8 @@ RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.
 // the worker's round-robin cursor ($4, $5). The statement lives in
 // migrations/0026_inbox_claim_fair_generic_plan.sql, which has its steps: a PL/pgSQL
 // function that runs it with a generic plan, because as a prepared statement here it was
-// planned again on about half of its executions, and its planning cost more than its run.
+// planned again on most executions (44-87% measured), and planning it cost more than
+// running it (docs/schema.md, "The fair claim's plan").
 // Returns the last scope visited (cursor_kind, cursor_id) on every row: the worker's
 // next cursor, a hint kept in memory (any value is correct; it only moves the start).
 // Autocommit, and never suspects, as kClaim.

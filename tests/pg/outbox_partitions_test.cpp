@@ -739,9 +739,10 @@ TEST_CASE(
                   pqxx::unique_violation);
 
   std::vector<MigrationStep> steps;
-  const auto report = migrate(old.url, {.schema = old.schema,
-                                        .target_version = 25,
-                                        .before_step = [&](const MigrationStep& step) { steps.push_back(step); }});
+  const auto report =
+      migrate(old.url, {.schema = old.schema, .target_version = 25, .before_step = [&](const MigrationStep& step) {
+                          steps.push_back(step);
+                        }});
   CHECK(report.applied == std::vector<int>{24, 25});
   REQUIRE(steps.size() == 2);
   CHECK_FALSE(steps[0].transactional);
