@@ -1,14 +1,14 @@
 -- boxcar:compatible-with 16
 -- The fair claim (docs/worker.md, "Claims") as a function that runs it with a generic plan.
--- As a prepared statement the claim was planned again on about half of its executions
--- under load (pg_stat_statements: 2,763 plans of 6,302 calls in bench_worker's batch
--- handler case), and planning its CTEs takes 1.1-1.3 ms against 0.9-1.6 ms for running
+-- As a prepared statement the claim was planned again on most executions (pg_stat_statements:
+-- 2,763 plans of 6,302 calls in bench_worker's batch handler case, 5,766 of 6,626 in an
+-- idle loop), and planning its CTEs takes 1.1-1.3 ms against 0.9-1.6 ms for running
 -- them (EXPLAIN ANALYZE of a claim of 32 on an idle server): the plan cache weighs a
 -- custom plan's planning at 1000 * cpu_operator_cost per relation, far below what this
 -- statement's takes, so it kept choosing custom plans. The plan it makes without the
 -- parameters' values is the same index-only plan (every scan bounded by an index range on
 -- inbox_receipts_claimable_scope or inbox_receipts_claimable, the update by primary key;
--- tests/pg/worker_fairness_test.cpp checks it under both plan modes), so the function
+-- tests/pg/worker_fairness_test.cpp checks the plan the function runs), so the function
 -- pins plan_cache_mode = force_generic_plan: PL/pgSQL plans the statement once per
 -- session. The statement is the one the worker prepared until now, unchanged but for its
 -- parameters' names. SECURITY INVOKER: it runs with the worker's own privileges.
@@ -125,8 +125,8 @@ BEGIN
             LIMIT share.per_scope
             FOR NO KEY UPDATE SKIP LOCKED
         ) AS p
-        -- n shares of ceil(claim_limit / n) can exceed claim_limit: the last scope gets what is left. The
-        -- nested loop stops here, so no row past the limit is even locked.
+        -- n shares of ceil(claim_limit / n) can exceed claim_limit: the last scope gets what
+        -- is left. The nested loop stops here, so no row past the limit is even locked.
         LIMIT claim_limit
     ),
     -- SKIP LOCKED does not skip this statement's own locks: the shares are excluded by id.
@@ -159,9 +159,9 @@ BEGIN
         lease_expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => lease_ms / 1000::double precision),
         attempts = r.attempts + 1,
         updated_at = pg_catalog.now()
-    -- An array of ids, not a join with `due`: the generic plan of a prepared statement
-    -- cannot know claim_limit and would hash-join a guessed tenth of the table (a sequential scan
-    -- that grows with the backlog); `= ANY` of an array always probes the primary key.
+    -- An array of ids, not a join with `due`: the generic plan cannot know claim_limit
+    -- and would hash-join a guessed tenth of the table (a sequential scan that grows with
+    -- the backlog); `= ANY` of an array always probes the primary key.
     WHERE r.id = ANY ((SELECT pg_catalog.array_agg(id) FROM due)::bigint[])
     RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
               r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,

@@ -36,9 +36,9 @@ SET status = 'PROCESSING',
     lease_expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $3::double precision / 1000::double precision),
     attempts = r.attempts + 1,
     updated_at = pg_catalog.now()
--- An array of ids, not a join with `due`, as in kClaimFair: a generic plan guessed a share
--- of the backlog for LIMIT $2 and hash-joined it, a sequential scan of the table per claim
--- (tests/pg/worker_plans_test.cpp).
+-- An array of ids, not a join with `due`, as in the fair claim (0026): a generic plan
+-- guessed a share of the backlog for LIMIT $2 and hash-joined it, a sequential scan of the
+-- table per claim (tests/pg/worker_plans_test.cpp).
 WHERE r.id = ANY ((SELECT pg_catalog.array_agg(id) FROM due)::bigint[])
 RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.scope_id, r.source,
           r.consumer, r.message_id, r.event_type, r.schema_version, r.payload::text AS payload,
@@ -50,9 +50,9 @@ RETURNING r.id, r.claim_token::text AS claim_token, r.attempts, r.scope_kind, r.
 // backlog or poison messages cannot starve the others. Its cost grows with the claim
 // limit, not with any scope's backlog; every step is an index scan on
 // inbox_receipts_claimable_scope (consumer, scope_kind, scope_id, available_at), after
-// the worker's round-robin cursor ($4, $5). The statement lives in
-// migrations/0026_inbox_claim_fair_generic_plan.sql, which has its steps: a PL/pgSQL
-// function that runs it with a generic plan, because as a prepared statement here it was
+// the worker's round-robin cursor ($4, $5). The statement, with its steps explained,
+// lives in migrations/0026_inbox_claim_fair_generic_plan.sql: a PL/pgSQL function that
+// runs it with a generic plan, because as a prepared statement here it was
 // planned again on most executions (44-87% measured), and planning it cost more than
 // running it (docs/schema.md, "The fair claim's plan").
 // Returns the last scope visited (cursor_kind, cursor_id) on every row: the worker's
