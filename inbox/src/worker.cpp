@@ -27,10 +27,10 @@
 #include "boxcar/core/sql_identifier.hpp"
 #include "boxcar/core/detail/failpoint.hpp"
 #include "boxcar/core/detail/wakeup_listener.hpp"
+#include "claim_lanes.hpp"
 #include "lease_rescuer.hpp"
 #include "message_processor.hpp"
 #include "receipt_store.hpp"
-#include "scope_cursors.hpp"
 
 namespace boxcar {
 namespace {
@@ -149,7 +149,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         store_(pool_, options_.schema),
         processor_(pool_, store_, handlers_, options_, stats_, in_flight_),
         rescuer_(store_, options_, stats_, handlers_),
-        cursors_(owned_.size()),
+        lanes_(owned_.size()),
         log_(logger("worker")) {
     if (!options_.enabled) owned_.clear();
   }
@@ -411,17 +411,20 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   }
 
   // One claim statement for owned_[index], counted: the stat and metric show what
-  // wake-ups cost. Fair (WorkerOptions::fair_claims) shares the limit out over the consumer's scopes,
-  // round robin from where its last fair claim ended; two claims racing on one cursor
-  // only start at the same scope (SKIP LOCKED keeps their receipts apart).
+  // wake-ups cost. It waits for the consumer's claim lane: the dispatcher's claims and
+  // the handler threads' own run one at a time per consumer. Fair
+  // (WorkerOptions::fair_claims) shares the limit out over the consumer's scopes, round
+  // robin from where its last fair claim ended.
   std::vector<detail::ClaimedReceipt> claim(std::size_t index, std::size_t limit) {
-    const std::string& consumer = owned_[index];
-    ++claim_statements_;
-    if (options_.metrics) options_.metrics->claim_statement(consumer);
-    if (!options_.fair_claims) return store_.claim(consumer, limit, options_.lease);
-    auto fair = store_.claim_fair(consumer, limit, options_.lease, cursors_.at(index));
-    cursors_.set(index, std::move(fair.next));
-    return std::move(fair.claims);
+    return lanes_.run(index, [&](detail::ScopeCursor& cursor) {
+      const std::string& consumer = owned_[index];
+      ++claim_statements_;
+      if (options_.metrics) options_.metrics->claim_statement(consumer);
+      if (!options_.fair_claims) return store_.claim(consumer, limit, options_.lease);
+      auto fair = store_.claim_fair(consumer, limit, options_.lease, cursor);
+      cursor = std::move(fair.next);
+      return std::move(fair.claims);
+    });
   }
 
   // Dispatcher-only bookkeeping of which owned consumers the next round claims for.
@@ -833,8 +836,9 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   detail::InFlightRegistry in_flight_;
   detail::MessageProcessor processor_;
   detail::LeaseRescuer rescuer_;
-  // Parallel to owned_: where each consumer's next fair claim starts its round robin.
-  detail::ScopeCursors cursors_;
+  // Parallel to owned_: each consumer's claims one at a time, and where its next fair
+  // claim starts its round robin.
+  detail::ClaimLanes lanes_;
   std::shared_ptr<spdlog::logger> log_;
   std::atomic<std::uint64_t> abandoned_total_{0};
   std::atomic<std::uint64_t> claim_statements_{0};

@@ -2,7 +2,8 @@
 // thread that finds the local queue empty while a consumer has a backlog claims its next
 // batch itself, so claims run in parallel instead of one at a time on the dispatcher. It
 // never does so for a trickle (one message per wake-up) or in one-message mode, where it
-// would only add statements.
+// would only add statements. Within the process the claims of one consumer, the handler
+// threads' and the dispatcher's, still run one at a time (inbox/src/claim_lanes.hpp).
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -91,4 +92,43 @@ TEST_CASE("in one-message mode handler threads never claim, even with a backlog"
   worker.stop();
   CHECK(worker.stats().handler_thread_claims == 0);
   CHECK(worker.stats().completed == 200);
+}
+
+TEST_CASE(
+    "a process runs one claim of a consumer at a time: its handler threads' claims and the dispatcher's never overlap") {
+  Setup s;
+  // inbox_claim_fair() wrapped so that every call records when it ran and takes 20 ms:
+  // claims made at the same time would overlap in the record.
+  s.db.execute(
+      "ALTER FUNCTION {schema}.inbox_claim_fair(text, bigint, double precision, text, text) "
+      "RENAME TO inbox_claim_fair_unwrapped");
+  s.db.execute("CREATE TABLE {schema}.claim_calls (started timestamptz NOT NULL, ended timestamptz NOT NULL)");
+  s.db.execute(R"(
+CREATE FUNCTION {schema}.inbox_claim_fair(a text, b bigint, c double precision, d text, e text)
+RETURNS TABLE (id bigint, claim_token text, attempts integer, scope_kind text, scope_id text, source text,
+               consumer text, message_id text, event_type text, schema_version integer, payload text,
+               metadata text, status text, suspect boolean, ordered boolean, cursor_kind text, cursor_id text)
+LANGUAGE plpgsql AS $$
+DECLARE
+  started timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+  PERFORM pg_catalog.pg_sleep(0.02);
+  RETURN QUERY SELECT * FROM {schema}.inbox_claim_fair_unwrapped(a, b, c, d, e);
+  INSERT INTO {schema}.claim_calls VALUES (started, pg_catalog.clock_timestamp());
+END $$)");
+  s.accept(0, 240);
+  WorkerOptions options = s.options(4);
+  options.concurrency = 8;
+  Worker worker(s.pool, options, {s.writer()});
+  worker.start();
+  REQUIRE(eventually([&] { return s.completed() == 240; }, 60s));
+  worker.stop();
+
+  const auto stats = worker.stats();
+  CHECK(stats.handler_thread_claims > 0);  // eight threads that would have claimed at once
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.claim_calls") == static_cast<long long>(stats.claim_statements));
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.claim_calls AS a JOIN {schema}.claim_calls AS b "
+                    "ON a.ctid < b.ctid AND a.started < b.ended AND b.started < a.ended") == 0);
+  CHECK(s.db.scalar("SELECT count(DISTINCT message_id) FROM " + s.app_table) == 240);
+  CHECK(s.db.scalar("SELECT count(*) FROM " + s.app_table) == 240);
 }
