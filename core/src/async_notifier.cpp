@@ -20,7 +20,8 @@ AsyncNotifier::AsyncNotifier(std::string connection_string, std::string channel,
       channel_(std::move(channel)),
       min_interval_(min_interval),
       max_interval_(std::max(min_interval, max_interval)),
-      interval_(min_interval_) {
+      interval_(min_interval_),
+      last_send_(Clock::now() - max_interval_) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -42,9 +43,56 @@ void AsyncNotifier::notify(const std::string& payload) {
   wake_.notify_one();
 }
 
+std::optional<AsyncNotifier::Ride> AsyncNotifier::begin_ride(std::span<const std::string> own) {
+  std::lock_guard lock(mutex_);
+  const auto now = Clock::now();
+  // Not due: the writer marks its keys after its commit (notify()), which counts them.
+  if (sending_ || now < last_send_ + interval_) return std::nullopt;
+  marks_ += own.size();
+  start_send_locked(now);
+  sending_ = true;
+  Ride ride{.payloads = {}, .taken = {pending_.begin(), pending_.end()}};
+  std::set<std::string> payloads(own.begin(), own.end());
+  payloads.merge(pending_);
+  pending_.clear();
+  ride.payloads.assign(std::make_move_iterator(payloads.begin()), std::make_move_iterator(payloads.end()));
+  return ride;
+}
+
+void AsyncNotifier::end_ride(Ride ride, RideEnd end) {
+  {
+    std::lock_guard lock(mutex_);
+    sending_ = false;
+    if (end == RideEnd::Carried) {
+      ++rides_;
+      last_was_ride_ = true;
+      // Its NOTIFY went out as its statement committed, just now: the next one waits the
+      // interval from here, not from when a statement that took long began.
+      last_send_ = Clock::now();
+    }
+    auto& back = end == RideEnd::Failed ? ride.payloads : ride.taken;
+    if (end != RideEnd::Carried)
+      for (auto& payload : back) pending_.insert(std::move(payload));
+  }
+  idle_.notify_all();
+  wake_.notify_all();
+}
+
+void AsyncNotifier::start_send_locked(Clock::time_point now) {
+  // The next interval follows the rate of marks since the last send, every mark counted
+  // (a key marked again while pending too): more than one per min_interval is a stream,
+  // whose interval doubles; fewer, and the next key goes at once. Decided on the whole
+  // window, not on when its first key came: that depends on where the window began,
+  // and a stream that slowed down would stay at the longest interval.
+  const bool stream = now - last_send_ < min_interval_ * static_cast<std::int64_t>(marks_);
+  interval_ = stream ? std::min(interval_ * 2, max_interval_) : min_interval_;
+  last_send_ = now;
+  marks_ = 0;
+}
+
 AsyncNotifier::Stats AsyncNotifier::stats() const {
   std::lock_guard lock(mutex_);
-  return {.sends = sends_, .interval = interval_};
+  return {.sends = sends_, .rides = rides_, .interval = interval_};
 }
 
 void AsyncNotifier::flush() {
@@ -53,27 +101,34 @@ void AsyncNotifier::flush() {
 }
 
 void AsyncNotifier::run() {
-  using Clock = std::chrono::steady_clock;
   std::unique_ptr<pqxx::connection> connection;
   std::unique_lock lock(mutex_);
-  // When the last send started; none yet: long ago.
-  auto last_send = Clock::now() - max_interval_;
   while (true) {
     wake_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
-    if (pending_.empty()) break;  // stopping with nothing left to send
-    // Within the interval of the last send: let more keys accumulate into one statement.
-    if (!stopping_ && Clock::now() < last_send + interval_)
-      wake_.wait_until(lock, last_send + interval_, [&] { return stopping_; });
-    // The next interval follows the rate of marks since the last send, every mark counted
-    // (a key marked again while pending too): more than one per min_interval is a stream,
-    // whose interval doubles; fewer, and the next key goes at once. Decided on the whole
-    // window, not on when its first key came: that depends on where the window began,
-    // and a stream that slowed down would stay at the longest interval.
-    const auto now = Clock::now();
-    const bool stream = now - last_send < min_interval_ * static_cast<std::int64_t>(marks_);
-    interval_ = stream ? std::min(interval_ * 2, max_interval_) : min_interval_;
-    last_send = now;
-    marks_ = 0;
+    if (!stopping_) {
+      // Within the interval of the last send (a ride's too), or while a ride is in flight:
+      // let more keys accumulate, or a writer's next ride carry them. When the last send
+      // was a ride, writers still get max_interval after the interval to take them on the
+      // next one before this thread sends them with a transaction of its own: while they
+      // keep writing, one does. Writers that never ride (the outbox's emits) wait for nothing.
+      const auto thread_sends_at = last_send_ + interval_ + (last_was_ride_ ? max_interval_ : Clock::duration{});
+      if (sending_ || Clock::now() < thread_sends_at) {
+        if (sending_)
+          wake_.wait(lock, [&] { return stopping_ || !sending_; });
+        else
+          wake_.wait_until(lock, thread_sends_at, [&] { return stopping_; });
+        continue;
+      }
+    } else if (sending_) {
+      // Stopping with a ride in flight (its writer is returning): what it gives back is sent.
+      wake_.wait(lock, [&] { return !sending_; });
+    }
+    if (pending_.empty()) {
+      if (stopping_) break;
+      continue;
+    }
+    start_send_locked(Clock::now());
+    last_was_ride_ = false;
     std::set<std::string> batch;
     batch.swap(pending_);
     sending_ = true;
@@ -97,7 +152,6 @@ void AsyncNotifier::run() {
     sending_ = false;
     idle_.notify_all();
   }
-  sending_ = false;
   idle_.notify_all();
 }
 

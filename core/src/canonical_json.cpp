@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -77,13 +78,13 @@ std::u16string to_utf16(std::string_view utf8) {
   return out;
 }
 
-/// Formats a finite double exactly as ECMAScript's Number::toString (ECMA-262
+/// Appends a finite double formatted exactly as ECMAScript's Number::toString (ECMA-262
 /// §6.1.6.1.20), which RFC 8785 §3.2.2.3 mandates.
-std::string es_number_text(double value) {
+void append_es_number(std::string& out, double value) {
   if (value == 0.0) {
-    return "0";  // covers -0, which ES prints without a sign
+    out.push_back('0');  // covers -0, which ES prints without a sign
+    return;
   }
-  std::string out;
   if (value < 0) {
     out.push_back('-');
     value = -value;
@@ -97,12 +98,12 @@ std::string es_number_text(double value) {
   const std::string_view sci(buffer, static_cast<std::size_t>(result.ptr - buffer));
   const std::size_t e_pos = sci.find('e');
 
-  std::string digits;
+  char digit_buffer[32];
+  std::size_t k = 0;  // the number of significant digits
   for (const char c : sci.substr(0, e_pos)) {
-    if (c != '.') {
-      digits.push_back(c);
-    }
+    if (c != '.') digit_buffer[k++] = c;
   }
+  const std::string_view digits(digit_buffer, k);
   std::string_view exponent_text = sci.substr(e_pos + 1);
   if (!exponent_text.empty() && exponent_text.front() == '+') {
     exponent_text.remove_prefix(1);  // from_chars does not accept a leading '+'
@@ -112,15 +113,15 @@ std::string es_number_text(double value) {
 
   // ES terms: value = 0.d1d2...dk × 10^n, i.e. n is one more than the scientific
   // exponent and k is the number of significant digits.
-  const int k = static_cast<int>(digits.size());
   const int n = exponent + 1;
-  if (k <= n && n <= 21) {
+  const int ki = static_cast<int>(k);
+  if (ki <= n && n <= 21) {
     out += digits;
-    out.append(static_cast<std::size_t>(n - k), '0');
+    out.append(static_cast<std::size_t>(n - ki), '0');
   } else if (0 < n && n <= 21) {
-    out.append(digits, 0, static_cast<std::size_t>(n));
+    out += digits.substr(0, static_cast<std::size_t>(n));
     out.push_back('.');
-    out.append(digits, static_cast<std::size_t>(n));
+    out += digits.substr(static_cast<std::size_t>(n));
   } else if (-6 < n && n <= 0) {
     out += "0.";
     out.append(static_cast<std::size_t>(-n), '0');
@@ -129,12 +130,20 @@ std::string es_number_text(double value) {
     out.push_back(digits[0]);
     if (k > 1) {
       out.push_back('.');
-      out.append(digits, 1);
+      out += digits.substr(1);
     }
     out.push_back('e');
     out.push_back(n - 1 < 0 ? '-' : '+');
-    out += std::to_string(n - 1 < 0 ? 1 - n : n - 1);
+    char exponent_digits[8];
+    const auto written =
+        std::to_chars(exponent_digits, exponent_digits + sizeof exponent_digits, n - 1 < 0 ? 1 - n : n - 1);
+    out.append(exponent_digits, written.ptr);
   }
+}
+
+std::string es_number_text(double value) {
+  std::string out;
+  append_es_number(out, value);
   return out;
 }
 
@@ -150,122 +159,156 @@ bool is_ambiguous_integer(double value) {
   return magnitude > static_cast<double>(kMaxSafeInteger) && magnitude < kMinExponentFormMagnitude;
 }
 
-/// Serialises one value tree into `out_`, tracking the JSON Pointer of the value being
-/// written so every error can say where it is.
+/// Where the writer is: one node per enclosing container on the writer's own stack. Only
+/// an error turns the chain into a JSON Pointer, so a value that is written pays nothing
+/// for being able to say where it was.
+struct PathNode {
+  const PathNode* parent;
+  const std::string* name;  // the member's name; null for an array element
+  std::size_t index;        // the element's index
+};
+
+std::string pointer_of(const PathNode* at) {
+  std::vector<const PathNode*> chain;
+  for (const PathNode* node = at; node != nullptr; node = node->parent) chain.push_back(node);
+  std::string path;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    if ((*it)->name != nullptr) {
+      append_pointer_token(path, *(*it)->name);
+    } else {
+      append_pointer_index(path, (*it)->index);
+    }
+  }
+  return path;
+}
+
+/// Bytes a JSON string escapes: the quote, the backslash and the controls below U+0020.
+bool needs_escape(unsigned char byte) { return byte < 0x20 || byte == '"' || byte == '\\'; }
+
+/// Serialises one value tree into `out_`; every error names the JSON Pointer of the
+/// value it is about.
 class CanonicalWriter {
  public:
   explicit CanonicalWriter(const CanonicalLimits& limits) : limits_(limits) {}
 
   std::string finish(const json& value) {
-    write_value(value, 0);
+    write_value(value, 0, nullptr);
     return std::move(out_);
   }
 
  private:
-  [[noreturn]] void fail(const char* code, const std::string& message) const {
-    throw JsonValueError(code, path_, message);
+  [[noreturn]] void fail(const PathNode* at, const char* code, const std::string& message) const {
+    throw JsonValueError(code, pointer_of(at), message);
   }
 
-  [[noreturn]] void fail_integer_out_of_range(const std::string& number) const {
-    fail("JSON_INTEGER_OUT_OF_RANGE", "number " + number +
-                                          " is an integer beyond ±2^53-1 that not every reader holds exactly; "
-                                          "send it as a string");
+  [[noreturn]] void fail_integer_out_of_range(const PathNode* at, std::string_view number) const {
+    fail(at, "JSON_INTEGER_OUT_OF_RANGE",
+         "number " + std::string(number) +
+             " is an integer beyond ±2^53-1 that not every reader holds exactly; send it as a string");
   }
 
-  void check_size() const {
+  void check_size(const PathNode* at) const {
     if (out_.size() > limits_.max_bytes) {
-      fail("JSON_TOO_LARGE", "canonical JSON exceeds " + std::to_string(limits_.max_bytes) + " bytes");
+      fail(at, "JSON_TOO_LARGE", "canonical JSON exceeds " + std::to_string(limits_.max_bytes) + " bytes");
     }
   }
 
-  void append(std::string_view text) {
+  void append(std::string_view text, const PathNode* at) {
     out_ += text;
-    check_size();
+    check_size(at);
   }
 
-  /// `depth` is the number of containers enclosing `value`.
-  void write_value(const json& value, std::size_t depth) {
+  template <typename Integer>
+  void append_integer(Integer number, const PathNode* at) {
+    char digits[24];
+    const auto written = std::to_chars(digits, digits + sizeof digits, number);
+    const std::string_view text(digits, static_cast<std::size_t>(written.ptr - digits));
+    bool out_of_range = number > static_cast<Integer>(kMaxSafeInteger);
+    if constexpr (std::is_signed_v<Integer>) out_of_range = out_of_range || number < -kMaxSafeInteger;
+    if (out_of_range) fail_integer_out_of_range(at, text);
+    append(text, at);
+  }
+
+  /// `depth` is the number of containers enclosing `value`; `at` is where it is.
+  void write_value(const json& value, std::size_t depth, const PathNode* at) {
     switch (value.type()) {
       case json::value_t::null:
-        append("null");
+        append("null", at);
         return;
       case json::value_t::boolean:
-        append(value.get<bool>() ? "true" : "false");
+        append(value.get<bool>() ? "true" : "false", at);
         return;
       // The number rule depends on the value only: 1e17 as a double, an int64 or a
       // uint64 is refused alike (see is_ambiguous_integer).
-      case json::value_t::number_integer: {
-        const auto number = value.get<std::int64_t>();
-        if (number > kMaxSafeInteger || number < -kMaxSafeInteger) {
-          fail_integer_out_of_range(std::to_string(number));
-        }
-        append(std::to_string(number));
+      case json::value_t::number_integer:
+        append_integer(value.get<std::int64_t>(), at);
         return;
-      }
-      case json::value_t::number_unsigned: {
-        const auto number = value.get<std::uint64_t>();
-        if (number > static_cast<std::uint64_t>(kMaxSafeInteger)) {
-          fail_integer_out_of_range(std::to_string(number));
-        }
-        append(std::to_string(number));
+      case json::value_t::number_unsigned:
+        append_integer(value.get<std::uint64_t>(), at);
         return;
-      }
       case json::value_t::number_float: {
         const auto number = value.get<double>();
         if (!std::isfinite(number)) {
-          fail("JSON_NON_FINITE_NUMBER", "NaN and Infinity have no JSON representation");
+          fail(at, "JSON_NON_FINITE_NUMBER", "NaN and Infinity have no JSON representation");
         }
-        std::string text = es_number_text(number);
         if (is_ambiguous_integer(number)) {
-          fail_integer_out_of_range(text);
+          fail_integer_out_of_range(at, es_number_text(number));
         }
-        append(text);
+        append_es_number(out_, number);
+        check_size(at);
         return;
       }
       case json::value_t::string:
-        write_string(value.get_ref<const std::string&>());
+        write_string(value.get_ref<const std::string&>(), at);
         return;
       case json::value_t::array:
-        write_array(value, depth + 1);
+        write_array(value, depth + 1, at);
         return;
       case json::value_t::object:
-        write_object(value, depth + 1);
+        write_object(value, depth + 1, at);
         return;
       case json::value_t::binary:
-        fail("JSON_UNSUPPORTED_VALUE", "binary values have no JSON text representation");
+        fail(at, "JSON_UNSUPPORTED_VALUE", "binary values have no JSON text representation");
       case json::value_t::discarded:
-        fail("JSON_UNSUPPORTED_VALUE", "discarded values have no JSON text representation");
+        fail(at, "JSON_UNSUPPORTED_VALUE", "discarded values have no JSON text representation");
     }
-    fail("JSON_UNSUPPORTED_VALUE", "unknown JSON value type");
+    fail(at, "JSON_UNSUPPORTED_VALUE", "unknown JSON value type");
   }
 
-  void check_depth(std::size_t depth) const {
+  void check_depth(std::size_t depth, const PathNode* at) const {
     // Checked before descending so hostile nesting is refused without recursing into
     // it: max_depth is what bounds this writer's stack use.
     if (depth > limits_.max_depth) {
-      fail("JSON_TOO_DEEP", "nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
+      fail(at, "JSON_TOO_DEEP", "nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
     }
   }
 
-  void write_array(const json& array, std::size_t depth) {
-    check_depth(depth);
-    const std::size_t path_size = path_.size();
-    append("[");
-    std::size_t index = 0;
-    for (const auto& element : array) {
-      if (index != 0) {
-        append(",");
+  void write_array(const json& array, std::size_t depth, const PathNode* at) {
+    check_depth(depth, at);
+    append("[", at);
+    PathNode element{at, nullptr, 0};
+    for (const auto& value : array) {
+      if (element.index != 0) {
+        append(",", at);
       }
-      append_pointer_index(path_, index);
-      write_value(element, depth);
-      path_.resize(path_size);
-      ++index;
+      write_value(value, depth, &element);
+      ++element.index;
     }
-    append("]");
+    append("]", at);
   }
 
-  void write_object(const json& object, std::size_t depth) {
-    check_depth(depth);
+  void write_member(const std::string& name, const json& value, std::size_t depth, const PathNode* at, bool first) {
+    if (!first) {
+      append(",", at);
+    }
+    const PathNode member{at, &name, 0};
+    write_string(name, &member);
+    append(":", at);
+    write_value(value, depth, &member);
+  }
+
+  void write_object(const json& object, std::size_t depth, const PathNode* at) {
+    check_depth(depth, at);
     const auto& members = object.get_ref<const json::object_t&>();
 
     // Names are validated before sorting because the UTF-16 conversion relies on
@@ -277,60 +320,62 @@ class CanonicalWriter {
     bool byte_order_is_utf16_order = true;
     for (const auto& [name, value] : members) {
       if (!is_valid_utf8(name)) {
-        fail("JSON_INVALID_UTF8", "a member name is not valid UTF-8");
+        fail(at, "JSON_INVALID_UTF8", "a member name is not valid UTF-8");
       }
       if (name.find('\0') != std::string::npos) {
-        fail("JSON_NUL_CHARACTER", "a member name contains U+0000");
+        fail(at, "JSON_NUL_CHARACTER", "a member name contains U+0000");
       }
       if (std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) >= 0xEE; }))
         byte_order_is_utf16_order = false;
     }
-    struct Member {
-      std::u16string sort_key;  // empty (no allocation) unless the object re-sorts
-      const std::string* name;
-      const json* value;
-    };
-    std::vector<Member> sorted;
-    sorted.reserve(members.size());
-    for (const auto& [name, value] : members) sorted.push_back(Member{{}, &name, &value});
-    if (!byte_order_is_utf16_order) {
-      for (Member& member : sorted) member.sort_key = to_utf16(*member.name);
-      std::sort(sorted.begin(), sorted.end(), [](const Member& a, const Member& b) { return a.sort_key < b.sort_key; });
-    }
 
-    const std::size_t path_size = path_.size();
-    append("{");
+    append("{", at);
     bool first = true;
-    for (const Member& member : sorted) {
-      if (!first) {
-        append(",");
+    if (byte_order_is_utf16_order) {
+      for (const auto& [name, value] : members) {
+        write_member(name, value, depth, at, first);
+        first = false;
       }
-      first = false;
-      append_pointer_token(path_, *member.name);
-      write_string(*member.name);
-      append(":");
-      write_value(*member.value, depth);
-      path_.resize(path_size);
+    } else {
+      struct Member {
+        std::u16string sort_key;
+        const std::string* name;
+        const json* value;
+      };
+      std::vector<Member> sorted;
+      sorted.reserve(members.size());
+      for (const auto& [name, value] : members) sorted.push_back(Member{to_utf16(name), &name, &value});
+      std::sort(sorted.begin(), sorted.end(), [](const Member& a, const Member& b) { return a.sort_key < b.sort_key; });
+      for (const Member& member : sorted) {
+        write_member(*member.name, *member.value, depth, at, first);
+        first = false;
+      }
     }
-    append("}");
+    append("}", at);
   }
 
-  void write_string(const std::string& text) {
+  void write_string(const std::string& text, const PathNode* at) {
     if (!is_valid_utf8(text)) {
-      fail("JSON_INVALID_UTF8", "string is not valid UTF-8");
+      fail(at, "JSON_INVALID_UTF8", "string is not valid UTF-8");
     }
     if (text.find('\0') != std::string::npos) {
-      fail("JSON_NUL_CHARACTER", "string contains U+0000");
+      fail(at, "JSON_NUL_CHARACTER", "string contains U+0000");
     }
     // Escaping never shrinks text, so an oversized string is refused before copying.
     if (text.size() + 2 > limits_.max_bytes || out_.size() > limits_.max_bytes - text.size() - 2) {
-      fail("JSON_TOO_LARGE", "canonical JSON exceeds " + std::to_string(limits_.max_bytes) + " bytes");
+      fail(at, "JSON_TOO_LARGE", "canonical JSON exceeds " + std::to_string(limits_.max_bytes) + " bytes");
     }
 
     static constexpr char kHexDigits[] = "0123456789abcdef";
     out_.push_back('"');
-    for (const char c : text) {
-      const auto byte = static_cast<unsigned char>(c);
+    // Runs of bytes that need no escape are appended whole.
+    const char* run = text.data();
+    const char* const end = run + text.size();
+    for (const char* c = run; c != end; ++c) {
+      const auto byte = static_cast<unsigned char>(*c);
+      if (!needs_escape(byte)) continue;  // RFC 8785 keeps U+007F, non-ASCII and U+2028 raw
+      out_.append(run, c);
+      run = c + 1;
       switch (byte) {
         case '"':
           out_ += "\\\"";
@@ -354,22 +399,18 @@ class CanonicalWriter {
           out_ += "\\r";
           break;
         default:
-          if (byte < 0x20) {
-            out_ += "\\u00";
-            out_.push_back(kHexDigits[byte >> 4]);
-            out_.push_back(kHexDigits[byte & 0x0F]);
-          } else {
-            out_.push_back(c);  // RFC 8785 keeps U+007F, non-ASCII and U+2028 raw
-          }
+          out_ += "\\u00";
+          out_.push_back(kHexDigits[byte >> 4]);
+          out_.push_back(kHexDigits[byte & 0x0F]);
       }
     }
+    out_.append(run, end);
     out_.push_back('"');
-    check_size();
+    check_size(at);
   }
 
   const CanonicalLimits& limits_;
   std::string out_;
-  std::string path_;
 };
 
 /// SAX handler that builds the DOM like nlohmann's own, but refuses duplicate member

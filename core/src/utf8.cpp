@@ -1,6 +1,8 @@
 // Strict UTF-8 validation: the gate that keeps fingerprinted text identical across
 // languages, since every JCS implementation must see the same code points.
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <string_view>
 
 #include "boxcar/core/canonical_json.hpp"
@@ -18,6 +20,13 @@ bool is_valid_utf8(std::string_view text) noexcept {
     const unsigned char lead = bytes[i];
     if (lead < 0x80) {
       ++i;
+      // Mostly ASCII text: skip eight bytes at a time while none has its high bit set.
+      std::uint64_t chunk;
+      while (size - i >= sizeof chunk) {
+        std::memcpy(&chunk, bytes + i, sizeof chunk);
+        if ((chunk & 0x8080808080808080ULL) != 0) break;
+        i += sizeof chunk;
+      }
       continue;
     }
 

@@ -1,6 +1,7 @@
 // Leader/follower group commit for Inbox::accept() (see accept_coalescer.hpp).
 #include "accept_coalescer.hpp"
 
+#include <algorithm>
 #include <unordered_set>
 #include <utility>
 
@@ -27,38 +28,66 @@ AcceptCoalescer::AcceptCoalescer(Limits limits, RunGroup run_group)
 
 Receipt AcceptCoalescer::accept(const PreparedRequest& request, std::size_t bytes, const RunAlone& run_alone) {
   std::unique_lock lock(mutex_);
+  const auto waiter = [&] {
+    return Waiter{.request = &request, .identity_key = request.identity_key(), .bytes = bytes, .wake = {}};
+  };
   if (flushes_ < limits_.max_flushes) {
-    // A flush slot is free (and so nobody is queued): run at once, on the single-row path.
-    ++flushes_;
+    ++flushes_;  // a slot is free, and so nobody is queued
+    const auto now = Clock::now();
+    if (busy_locked(now)) {
+      Waiter self = waiter();
+      return lead(self, lock, run_alone);
+    }
+    // Idle: run at once, on the single-row path.
     ++stats_.alone_calls;
     lock.unlock();
-    const OnExit end([this] { hand_off(); });
+    const OnExit end([this, now] { hand_off(1, now); });
     return run_alone();
   }
 
-  Waiter self{.request = &request, .identity_key = request.identity_key(), .bytes = bytes, .wake = {}};
+  Waiter self = waiter();
   queue_.push_back(&self);
   stats_.waiting = queue_.size();
+  if (gathering_) gathered_.notify_all();
   self.wake.wait(lock, [&] { return self.done || self.leading; });
   if (self.done) {
     if (self.error) std::rethrow_exception(self.error);
     return *self.receipt;
   }
-
   // A flush ended and handed its slot to this waiter: it leads the next group.
+  return lead(self, lock, run_alone);
+}
+
+Receipt AcceptCoalescer::lead(Waiter& self, std::unique_lock<std::mutex>& lock, const RunAlone& run_alone) {
+  gather_locked(lock);
   const std::vector<Waiter*> group = take_group(self);
+  const auto started = Clock::now();
   if (group.size() == 1) ++stats_.alone_calls;
   lock.unlock();
   bool handed_off = false;
   const OnExit end([&] {
-    if (!handed_off) hand_off();
+    if (!handed_off) hand_off(group.size(), started);
   });
   if (group.size() == 1) return run_alone();
   std::optional<Receipt> own;
   std::exception_ptr own_error;
-  run_group(group, own, own_error, handed_off);
+  run_group(group, own, own_error, handed_off, started);
   if (own_error) std::rethrow_exception(own_error);
   return *own;
+}
+
+void AcceptCoalescer::gather_locked(std::unique_lock<std::mutex>& lock) {
+  const std::size_t wanted = std::min(last_calls_, limits_.max_items);
+  const auto enough = [&] { return queue_.size() + 1 >= wanted; };
+  if (enough()) return;
+  const auto longest = std::min<Clock::duration>(limits_.max_gather, last_took_);
+  gathering_ = true;
+  gathered_.wait_until(lock, Clock::now() + longest, enough);
+  gathering_ = false;
+}
+
+bool AcceptCoalescer::busy_locked(Clock::time_point now) const {
+  return last_calls_ > 1 && now - last_end_ < limits_.busy_window;
 }
 
 std::vector<AcceptCoalescer::Waiter*> AcceptCoalescer::take_group(Waiter& leader) {
@@ -83,7 +112,7 @@ std::vector<AcceptCoalescer::Waiter*> AcceptCoalescer::take_group(Waiter& leader
 }
 
 void AcceptCoalescer::run_group(const std::vector<Waiter*>& group, std::optional<Receipt>& own,
-                                std::exception_ptr& own_error, bool& handed_off) {
+                                std::exception_ptr& own_error, bool& handed_off, Clock::time_point started) {
   // The callers block until their outcome is delivered: their prepared requests outlive this.
   std::vector<const PreparedRequest*> requests;
   requests.reserve(group.size());
@@ -116,7 +145,7 @@ void AcceptCoalescer::run_group(const std::vector<Waiter*>& group, std::optional
 
   std::lock_guard lock(mutex_);
   // The next flush first: its leader starts while this group's callers wake.
-  hand_off_locked();
+  hand_off_locked(group.size(), started);
   handed_off = true;
   ++stats_.groups;
   stats_.grouped_calls += group.size();
@@ -130,12 +159,15 @@ void AcceptCoalescer::run_group(const std::vector<Waiter*>& group, std::optional
   }
 }
 
-void AcceptCoalescer::hand_off() {
+void AcceptCoalescer::hand_off(std::size_t calls, Clock::time_point started) {
   std::lock_guard lock(mutex_);
-  hand_off_locked();
+  hand_off_locked(calls, started);
 }
 
-void AcceptCoalescer::hand_off_locked() {
+void AcceptCoalescer::hand_off_locked(std::size_t calls, Clock::time_point started) {
+  last_end_ = Clock::now();
+  last_calls_ = calls;
+  last_took_ = last_end_ - started;
   if (queue_.empty()) {
     --flushes_;
     return;

@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <array>
-#include <map>
+#include <stdexcept>
 #include <string_view>
-#include <unordered_map>
+#include <tuple>
 #include <unordered_set>
 
 #include <spdlog/spdlog.h>
@@ -42,18 +42,43 @@ InboxConflictError conflict_error(const detail::PreparedRequest& p, std::int64_t
 struct RetryBatch {};
 constexpr int kMaxRounds = 3;
 
-// The smallest statement of accept_many that sends its own wake-up (kInsertManyNotify).
-// NOTIFY in a transaction holds PostgreSQL's notify lock from before its commit record to
-// the end of its WAL flush, so notifying commits run one at a time; a statement of this
-// many rows takes longer than its commit's flush, so that costs a large batch little.
-// What it saves is the separate notifier's transaction: a commit of its own with a
-// transaction id, which costs concurrent committers WAL flushes (docs/schema.md, "Wake-ups
-// from accept_many"). Smaller statements, single accept() calls and small group-commit
-// groups, which commit many at a time, leave the wake-up to the separate notifier.
-constexpr std::size_t kNotifyInStatementRows = 32;
 // SQLSTATE program_limit_exceeded: what pg_notify raises when the notification queue is
 // full (a listener that stopped reading holds it); the batch then runs without NOTIFY.
 constexpr std::string_view kNotifyQueueFull = "54000";
+
+using RideEnd = detail::AsyncNotifier::RideEnd;
+
+// A wake-up riding on the accept path's statements (detail::AsyncNotifier::begin_ride):
+// taken when one is due, ended exactly once: Carried only when a statement that notified
+// is known to have committed, Failed when it ends unended (an exception).
+class RideTicket {
+ public:
+  RideTicket(detail::AsyncNotifier* notifier, std::span<const std::string> consumers) : notifier_(notifier) {
+    if (!notifier_) return;
+    ride_ = notifier_->begin_ride(consumers);
+    if (!ride_) return;
+    detail::PgArrayBuilder array;
+    for (const auto& payload : ride_->payloads) array.add(std::string_view(payload));
+    payloads_ = std::move(array).finish();
+  }
+  RideTicket(const RideTicket&) = delete;
+  RideTicket& operator=(const RideTicket&) = delete;
+  ~RideTicket() { end(detail::AsyncNotifier::RideEnd::Failed); }
+
+  bool active() const { return ride_.has_value(); }
+  /// kRideColumn's $14.
+  const std::string& payloads() const { return payloads_; }
+  void end(detail::AsyncNotifier::RideEnd how) {
+    if (!ride_) return;
+    notifier_->end_ride(std::move(*ride_), how);
+    ride_.reset();
+  }
+
+ private:
+  detail::AsyncNotifier* notifier_;
+  std::optional<detail::AsyncNotifier::Ride> ride_;
+  std::string payloads_;
+};
 
 // accept_many's statements on one pooled connection in autocommit, for a batch that is a
 // single statement. `committing` turns true before each statement: once one has run, the
@@ -73,9 +98,20 @@ struct AutocommitStatements {
 struct Stored {
   std::int64_t id;
   ReceiptStatus status;
-  std::string fingerprint;
+  /// The stored row's fingerprint, read by kLookupMany; empty for a row this batch
+  /// inserted, whose fingerprint is its leader's.
+  std::string looked_up_fingerprint;
   bool inserted;
 };
+
+// The identity of a prepared item, in PreparedRequest::identity_key()'s order: comparing
+// these tuples orders items as their keys do, without a string built per item.
+auto identity_of(const detail::PreparedRequest& p) {
+  return std::tie(p.consumer, p.source, p.scope_kind, p.scope_id, p.message_id);
+}
+
+// kInsertMany's RETURNING list, by position.
+enum InsertedColumn : int { kId, kStatus, kScopeKind, kScopeId, kSource, kConsumer, kMessageId };
 
 // One per item of a batch, in input order; null for an item that failed validation.
 using PreparedBatch = std::vector<const detail::PreparedRequest*>;
@@ -86,8 +122,6 @@ struct BatchSlice {
   std::vector<std::size_t> leaders;
   std::size_t bytes = 0;
   std::array<std::string, 12> columns;
-  /// Runs kInsertManyNotify: the statement wakes the consumers it inserted for.
-  bool notifies = false;
 
   void build_columns(const PreparedBatch& prepared) {
     std::array<detail::PgArrayBuilder, 12> arrays;
@@ -96,15 +130,18 @@ struct BatchSlice {
                                                 &p.message_id,    &p.event_type, nullptr,   &p.canonical_payload,
                                                 &p.metadata_json, &p.fingerprint};
     };
-    // Each literal grows once: its size by the budget measure (detail::batch_item_bytes).
+    // Room for each literal up front, without a pass over every byte to count escapes:
+    // the JSON columns (payload, metadata) quote every name and string, about a quarter
+    // of their bytes at most in practice; a literal that needs more grows once.
     std::array<std::size_t, 12> sizes{};
     sizes.fill(2);
     for (const std::size_t i : leaders) {
       const auto& p = *prepared[i];
       const auto fields = text_of(p);
-      for (std::size_t c = 0; c < fields.size(); ++c)
-        sizes[c] += fields[c] ? detail::PgArrayBuilder::element_bytes(*fields[c]) : 12;
-      sizes[10] += p.ordering_key ? detail::PgArrayBuilder::element_bytes(*p.ordering_key) : 5;
+      for (std::size_t c = 0; c < fields.size(); ++c) sizes[c] += fields[c] ? fields[c]->size() + 3 : 12;
+      sizes[7] += p.canonical_payload.size() / 4;
+      sizes[8] += p.metadata_json.size() / 4;
+      sizes[10] += p.ordering_key ? p.ordering_key->size() + 3 : 5;
       sizes[11] += 12;
     }
     for (std::size_t c = 0; c < arrays.size(); ++c) arrays[c].reserve(sizes[c]);
@@ -135,11 +172,9 @@ struct BatchSlice {
 // (consumer, key), each key's in input order, which becomes their order within the key
 // (0012's trigger numbers a key's receipts as they are inserted) and keeps concurrent
 // batches locking keys in one order too.
-std::vector<std::size_t> insertion_order(const std::map<std::string, std::size_t>& leaders,
-                                         const PreparedBatch& prepared) {
-  std::vector<std::size_t> order;
-  order.reserve(leaders.size());
-  for (const auto& [identity, i] : leaders) order.push_back(i);
+std::vector<std::size_t> insertion_order(std::vector<std::size_t> order, const PreparedBatch& prepared) {
+  const auto keyed = [&](std::size_t i) { return prepared[i]->ordering_key.has_value(); };
+  if (std::none_of(order.begin(), order.end(), keyed)) return order;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     const auto& pa = *prepared[a];
     const auto& pb = *prepared[b];
@@ -166,11 +201,38 @@ std::array<std::string, 5> identity_columns(const std::vector<std::size_t>& inde
   return columns;
 }
 
+// Whether a row kInsertMany returned is the identity of `p`. `one_stream`: every item of
+// the batch has the same consumer, source and scope, so the message id alone tells.
+bool is_identity_of(const pqxx::row& row, const detail::PreparedRequest& p, bool one_stream) {
+  const auto text = [&](InsertedColumn column) {
+    const pqxx::field field = row[column];
+    return std::string_view(field.c_str(), field.size());
+  };
+  return text(kMessageId) == p.message_id &&
+         (one_stream || (text(kConsumer) == p.consumer && text(kSource) == p.source &&
+                         text(kScopeKind) == p.scope_kind && text(kScopeId) == p.scope_id));
+}
+
+// The leader a row kInsertMany returned is. The insert takes its rows in position order
+// and returns each as it inserts it, so the rows are a subsequence of `order`: a walk
+// on from `next` finds each one. A search of the whole statement stands behind the walk.
+std::size_t returned_leader(const pqxx::row& row, const std::vector<std::size_t>& order, std::size_t& next,
+                            const PreparedBatch& prepared, bool one_stream) {
+  for (std::size_t k = next; k < order.size(); ++k) {
+    if (!is_identity_of(row, *prepared[order[k]], one_stream)) continue;
+    next = k + 1;
+    return order[k];
+  }
+  for (const std::size_t i : order)
+    if (is_identity_of(row, *prepared[i], one_stream)) return i;
+  throw std::logic_error("accept_many: the insert returned an identity its statement did not carry");
+}
+
 }  // namespace
 
 struct Inbox::Queries {
-  std::string insert, lookup, insert_many, insert_many_notify, lookup_many;
-  std::string insert_name, lookup_name, insert_many_name, insert_many_notify_name, lookup_many_name;
+  std::string insert, insert_ride, lookup, insert_many, insert_many_ride, lookup_many;
+  std::string insert_name, insert_ride_name, lookup_name, insert_many_name, insert_many_ride_name, lookup_many_name;
   std::string channel;
   std::unordered_set<std::string> consumers;
 };
@@ -207,14 +269,16 @@ Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
     if (!queries_->consumers.contains(consumer))
       throw ConfigError("inbox.ordering.", "'" + consumer + "' orders by key but is not among the declared consumers");
   queries_->insert = detail::with_schema(inbox_sql::kInsert, schema);
+  queries_->insert_ride = detail::with_schema(inbox_sql::kInsertRide, schema);
   queries_->lookup = detail::with_schema(inbox_sql::kLookup, schema);
   queries_->insert_many = detail::with_schema(inbox_sql::kInsertMany, schema);
-  queries_->insert_many_notify = detail::with_schema(inbox_sql::kInsertManyNotify, schema);
+  queries_->insert_many_ride = detail::with_schema(inbox_sql::kInsertManyRide, schema);
   queries_->lookup_many = detail::with_schema(inbox_sql::kLookupMany, schema);
   queries_->insert_name = "boxcar.inbox.insert." + schema;
+  queries_->insert_ride_name = "boxcar.inbox.insert_ride." + schema;
   queries_->lookup_name = "boxcar.inbox.lookup." + schema;
   queries_->insert_many_name = "boxcar.inbox.insert_many." + schema;
-  queries_->insert_many_notify_name = "boxcar.inbox.insert_many_notify." + schema;
+  queries_->insert_many_ride_name = "boxcar.inbox.insert_many_ride." + schema;
   queries_->channel = notify_channel(schema);
   queries_->lookup_many_name = "boxcar.inbox.lookup_many." + schema;
   if (options_.notify)
@@ -223,7 +287,9 @@ Inbox::Inbox(std::shared_ptr<ConnectionPool> pool, InboxOptions options)
     coalescer_ = std::make_unique<detail::AcceptCoalescer>(
         detail::AcceptCoalescer::Limits{.max_items = kGroupCommitMaxCalls,
                                         .max_bytes = options_.max_statement_bytes,
-                                        .max_flushes = kGroupCommitFlushes},
+                                        .max_flushes = kGroupCommitFlushes,
+                                        .max_gather = kGroupCommitMaxGather,
+                                        .busy_window = kGroupCommitBusyWindow},
         // accept_many counts each item's outcome once: a grouped call is not counted again.
         // The calls were validated and prepared once, in accept(): the group reuses that.
         [this](const std::vector<const detail::PreparedRequest*>& group) {
@@ -287,15 +353,26 @@ Receipt Inbox::accept_unmetered(const detail::PreparedRequest& p) {
     } catch (...) {
       throw storage_error(std::current_exception(), "accept", false);
     }
+    RideTicket ride(notifier_.get(), std::span(&p.consumer, 1));
     try {
       pqxx::nontransaction statement(*connection);
       const std::string park_after = p.park_after ? std::to_string(*p.park_after) : std::string();
-      const auto inserted = connection.exec_named(
-          statement, queries_->insert_name, queries_->insert, p.scope_kind, p.scope_id, p.source, p.consumer,
-          p.message_id, p.event_type, p.schema_version, p.canonical_payload, p.metadata_json, p.fingerprint,
-          p.ordering_key ? p.ordering_key->c_str() : nullptr, p.park_after ? park_after.c_str() : nullptr);
+      const char* ordering_key = p.ordering_key ? p.ordering_key->c_str() : nullptr;
+      const char* park = p.park_after ? park_after.c_str() : nullptr;
+      const auto inserted =
+          ride.active()
+              ? connection.exec_named(statement, queries_->insert_ride_name, queries_->insert_ride, p.scope_kind,
+                                      p.scope_id, p.source, p.consumer, p.message_id, p.event_type, p.schema_version,
+                                      p.canonical_payload, p.metadata_json, p.fingerprint, ordering_key, park,
+                                      queries_->channel, ride.payloads())
+              : connection.exec_named(statement, queries_->insert_name, queries_->insert, p.scope_kind, p.scope_id,
+                                      p.source, p.consumer, p.message_id, p.event_type, p.schema_version,
+                                      p.canonical_payload, p.metadata_json, p.fingerprint, ordering_key, park);
       if (!inserted.empty()) {
-        if (notifier_) notifier_->notify(p.consumer);
+        if (ride.active())
+          ride.end(RideEnd::Carried);  // the autocommit insert committed its NOTIFY
+        else if (notifier_)
+          notifier_->notify(p.consumer);
         return Receipt{Receipt::Kind::Accepted, inserted[0]["id"].as<std::int64_t>(),
                        parse_receipt_status(inserted[0]["status"].c_str())};
       }
@@ -304,6 +381,7 @@ Receipt Inbox::accept_unmetered(const detail::PreparedRequest& p) {
       // The insert commits on its own: if the connection died under it, it may have landed.
       throw storage_error(std::current_exception(), "accept", true);
     }
+    ride.end(RideEnd::NothingInserted);  // a duplicate: its NOTIFY never ran
     try {
       pqxx::nontransaction statement(*connection);
       const auto existing = connection.exec_named(statement, queries_->lookup_name, queries_->lookup, p.consumer,
@@ -347,13 +425,37 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
 
 std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail::PreparedRequest*>& prepared,
                                                  std::vector<std::optional<AcceptResult>> results) {
-  // identity key -> index of its first valid occurrence (the one that inserts)
-  std::map<std::string, std::size_t> leaders;
-  std::vector<std::string> keys(prepared.size());
-  for (std::size_t i = 0; i < prepared.size(); ++i) {
-    if (!prepared[i]) continue;  // its validation error is already in results
-    keys[i] = prepared[i]->identity_key();
-    leaders.emplace(keys[i], i);
+  // The valid items by identity, each identity's in input order (stable): the first of
+  // each identity is its leader, the one that inserts, and leader_of names it for all.
+  std::vector<std::size_t> by_identity;
+  for (std::size_t i = 0; i < prepared.size(); ++i)
+    if (prepared[i]) by_identity.push_back(i);  // an invalid item's error is already in results
+  // Most batches come from one source for one consumer in one scope: their identities
+  // differ only in the message id, and comparing that alone gives the same order.
+  const bool one_stream =
+      by_identity.empty() || std::all_of(by_identity.begin(), by_identity.end(), [&](std::size_t i) {
+        const auto& a = *prepared[i];
+        const auto& b = *prepared[by_identity.front()];
+        return a.consumer == b.consumer && a.source == b.source && a.scope_kind == b.scope_kind &&
+               a.scope_id == b.scope_id;
+      });
+  if (one_stream)
+    std::stable_sort(by_identity.begin(), by_identity.end(),
+                     [&](std::size_t a, std::size_t b) { return prepared[a]->message_id < prepared[b]->message_id; });
+  else
+    std::stable_sort(by_identity.begin(), by_identity.end(), [&](std::size_t a, std::size_t b) {
+      return identity_of(*prepared[a]) < identity_of(*prepared[b]);
+    });
+  std::vector<std::size_t> leader_of(prepared.size());
+  std::vector<std::size_t> leaders;  // one per identity, in identity order
+  for (std::size_t k = 0; k < by_identity.size(); ++k) {
+    const std::size_t i = by_identity[k];
+    if (k > 0 && identity_of(*prepared[by_identity[k - 1]]) == identity_of(*prepared[i])) {
+      leader_of[i] = leader_of[by_identity[k - 1]];
+    } else {
+      leader_of[i] = i;
+      leaders.push_back(i);
+    }
   }
   if (leaders.empty()) {
     std::vector<AcceptResult> out;
@@ -366,15 +468,22 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
   // transaction, so the batch stays all-or-nothing and the lock order holds across statements.
   std::vector<BatchSlice> slices;
   for (const std::size_t i : insertion_order(leaders, prepared)) {
-    const std::size_t bytes = detail::batch_item_bytes(*prepared[i]);
+    const std::size_t bytes = prepared[i]->batch_bytes;
     if (slices.empty() || slices.back().bytes + bytes > options_.max_statement_bytes) slices.emplace_back();
     slices.back().leaders.push_back(i);
     slices.back().bytes += bytes;
   }
-  for (auto& slice : slices) {
-    slice.build_columns(prepared);
-    slice.notifies = notifier_ && slice.leaders.size() >= kNotifyInStatementRows;
-  }
+  for (auto& slice : slices) slice.build_columns(prepared);
+  // The consumers a wake-up riding on the batch names (AsyncNotifier::begin_ride).
+  std::vector<std::string> consumers;
+  for (const std::size_t i : leaders)
+    if (std::find(consumers.begin(), consumers.end(), prepared[i]->consumer) == consumers.end())
+      consumers.push_back(prepared[i]->consumer);
+  // Off after a NOTIFY failed (a full notification queue): the batch must not fail with it.
+  bool rides = notifier_ != nullptr;
+  // The last round's ride committed: it woke every consumer of the batch after all of
+  // its rows had committed, an earlier round's too.
+  bool carried = false;
 
   // By input index of each leader: its stored row once a statement returned it.
   std::vector<std::optional<Stored>> stored(prepared.size());
@@ -382,16 +491,22 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
   // Rows an earlier round inserted: an autocommit round that has to run again (a row
   // purged before its lookup) keeps them, and they are still this batch's, not duplicates.
   std::vector<std::optional<std::int64_t>> inserted_earlier(prepared.size());
-  // By input index of each leader the statement inserted and woke its workers for.
-  std::vector<bool> notified_by_statement(prepared.size());
   for (int round = 1;; ++round) {
     for (std::size_t i = 0; i < stored.size(); ++i)
       if (stored[i] && stored[i]->inserted) inserted_earlier[i] = stored[i]->id;
     std::fill(stored.begin(), stored.end(), std::nullopt);
-    std::fill(notified_by_statement.begin(), notified_by_statement.end(), false);
     // From here on a lost connection leaves the outcome unknown: set before the statement
     // that may commit (the COMMIT, or the insert itself when it runs alone).
     bool committing = false;
+    // One statement is atomic on its own: autocommit saves the BEGIN and COMMIT round
+    // trips (the lookup of identities already stored, when there are any, is a statement
+    // of its own in either mode). This is group commit's common case.
+    const bool autocommit = slices.size() == 1;
+    RideTicket ride(rides ? notifier_.get() : nullptr, consumers);
+    const bool riding = ride.active();
+    carried = false;
+    // A riding statement of a transaction inserted: its NOTIFY commits with it.
+    bool ride_queued = false;
     // Runs the statements of every slice on `statements` (a Tx, or one autocommit
     // connection when the batch is one statement).
     const auto record_slices = [&](auto& statements) {
@@ -399,19 +514,25 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
         const auto& c = slice.columns;
         std::size_t found = 0;
         const pqxx::result rows =
-            slice.notifies ? statements.exec_prepared(queries_->insert_many_notify_name, queries_->insert_many_notify,
-                                                      c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10],
-                                                      c[11], queries_->channel)
-                           : statements.exec_prepared(queries_->insert_many_name, queries_->insert_many, c[0], c[1],
-                                                      c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11]);
+            ride.active() ? statements.exec_prepared(queries_->insert_many_ride_name, queries_->insert_many_ride, c[0],
+                                                     c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11],
+                                                     queries_->channel, ride.payloads())
+                          : statements.exec_prepared(queries_->insert_many_name, queries_->insert_many, c[0], c[1],
+                                                     c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11]);
+        if (ride.active() && !rows.empty()) {
+          // An autocommit statement that returned a row has committed its NOTIFY.
+          if (autocommit) {
+            ride.end(RideEnd::Carried);
+            carried = true;
+          } else {
+            ride_queued = true;
+          }
+        }
+        std::size_t next = 0;
         for (const auto& row : rows) {
           // Each returned row is an inserted one: its identity names its position.
-          const std::size_t i =
-              leaders.at(detail::identity_key(row["consumer"].c_str(), row["source"].c_str(), row["scope_kind"].c_str(),
-                                              row["scope_id"].c_str(), row["message_id"].c_str()));
-          stored[i] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
-                             prepared[i]->fingerprint, true};
-          notified_by_statement[i] = slice.notifies;
+          const std::size_t i = returned_leader(row, slice.leaders, next, prepared, one_stream);
+          stored[i] = Stored{row[kId].as<std::int64_t>(), parse_receipt_status(row[kStatus].c_str()), {}, true};
           ++found;
         }
         if (found < slice.leaders.size()) {
@@ -435,10 +556,7 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
       }
     };
     try {
-      if (slices.size() == 1) {
-        // One statement is atomic on its own: autocommit saves the BEGIN and COMMIT round
-        // trips (the lookup of identities already stored, when there are any, is a statement
-        // of its own in either mode). This is group commit's common case.
+      if (autocommit) {
         AutocommitStatements statements{pool_->acquire(LoanUse::BoxcarOnly), committing};
         try {
           record_slices(statements);
@@ -451,7 +569,12 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
         record_slices(tx);
         committing = true;
         tx.commit();
+        if (ride_queued) {
+          ride.end(RideEnd::Carried);
+          carried = true;
+        }
       }
+      ride.end(RideEnd::NothingInserted);  // still riding: no statement inserted a row
       for (std::size_t i = 0; i < stored.size(); ++i)
         if (stored[i] && inserted_earlier[i] == stored[i]->id) stored[i]->inserted = true;
       break;
@@ -464,14 +587,13 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
       // 40P01 deadlock / 40001 serialization: the batch rolled back whole; run it again.
       if (e.sqlstate().starts_with("40") && round < kMaxRounds) continue;
       // The failed statement recorded nothing (a multi-statement batch rolled back whole):
-      // run it again without NOTIFY, the separate notifier sends the wake-up.
-      const auto notifies = [](const BatchSlice& slice) { return slice.notifies; };
-      if (e.sqlstate() == kNotifyQueueFull && std::ranges::any_of(slices, notifies) && round < kMaxRounds) {
+      // run it again without NOTIFY; the ride's keys are pending again, for the notifier.
+      if (e.sqlstate() == kNotifyQueueFull && riding && round < kMaxRounds) {
         spdlog::warn("accept_many: NOTIFY failed ({}), recording the batch without it: {}", e.sqlstate(), e.what());
-        for (auto& slice : slices) slice.notifies = false;
+        rides = false;
         continue;
       }
-      for (const auto& [key, i] : leaders) count(prepared[i]->consumer, "storage_error");
+      for (const std::size_t i : leaders) count(prepared[i]->consumer, "storage_error");
       throw InboxStorageError(e.what(), e.sqlstate(), e.uncertain());
     }
   }
@@ -480,9 +602,10 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
   for (std::size_t i = 0; i < prepared.size(); ++i) {
     if (results[i]) continue;
     const auto& p = *prepared[i];
-    const std::size_t leader = leaders.at(keys[i]);
+    const std::size_t leader = leader_of[i];
     const Stored& s = *stored[leader];
-    if (s.fingerprint != p.fingerprint) {
+    const std::string& fingerprint = s.inserted ? prepared[leader]->fingerprint : s.looked_up_fingerprint;
+    if (fingerprint != p.fingerprint) {
       try {
         throw conflict_error(p, s.id);
       } catch (const InboxConflictError& e) {
@@ -494,8 +617,7 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
     const bool accepted = s.inserted && leader == i;
     count(p.consumer, accepted ? "accepted" : "duplicate");
     results[i].emplace(Receipt{accepted ? Receipt::Kind::Accepted : Receipt::Kind::Duplicate, s.id, s.status});
-    if (accepted && notifier_ && !notified_by_statement[i] && notified.insert(p.consumer).second)
-      notifier_->notify(p.consumer);
+    if (accepted && notifier_ && !carried && notified.insert(p.consumer).second) notifier_->notify(p.consumer);
   }
   std::vector<AcceptResult> out;
   out.reserve(prepared.size());

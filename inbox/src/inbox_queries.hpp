@@ -14,14 +14,28 @@ namespace boxcar::inbox_sql {
 // and then does nothing. $11 and $12 are the ordering key and park_after, NULL for an
 // unordered consumer: with a key, 0012's trigger makes the receipt its key's head or
 // WAITING behind it, after RETURNING was computed (so an accepted receipt reads PENDING).
-inline constexpr const char* kInsert = R"sql(
+inline constexpr char kInsertText[] = R"sql(
 INSERT INTO {schema}.inbox_receipts
     (scope_kind, scope_id, source, consumer, message_id,
      event_type, schema_version, payload, metadata, fingerprint, ordering_key, park_after)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10, $11, $12::integer)
 ON CONFLICT (consumer, source, scope_kind, scope_id, message_id) DO NOTHING
-RETURNING id, status
+RETURNING id, status)sql";
+inline constexpr const char* kInsert = kInsertText;
+
+// A wake-up riding on a statement that inserts (detail::AsyncNotifier::begin_ride): one
+// NOTIFY on channel $13 per payload of $14, queued in the statement's transaction and
+// delivered when it commits. An uncorrelated sub-select in RETURNING runs once, as the
+// first row is returned, so `notified` tells the caller it ran: with no row inserted (a
+// duplicate), nothing was notified.
+inline constexpr char kRideColumn[] = R"sql(,
+       (SELECT pg_catalog.count(pg_catalog.pg_notify($13::text, n.payload))
+        FROM pg_catalog.unnest($14::text[]) AS n(payload)) AS notified
 )sql";
+
+// kInsert carrying a wake-up.
+inline constexpr auto kInsertRideText = detail::concat_sql(kInsertText, kRideColumn);
+inline constexpr const char* kInsertRide = kInsertRideText.data();
 
 // A separate statement, hence a fresh snapshot under READ COMMITTED: it sees the row
 // that made the insert do nothing (a lookup inside the insert's statement may not).
@@ -52,7 +66,7 @@ WHERE consumer = $1
 // separate statement whose fresh snapshot also sees rows committed by a concurrent
 // inserter after this one began.
 //
-// kInsertMany's text; kInsertManyNotify adds a column to its RETURNING list.
+// kInsertMany's text; kInsertManyRide adds a column to its RETURNING list.
 inline constexpr char kInsertManyText[] = R"sql(
 INSERT INTO {schema}.inbox_receipts
     (scope_kind, scope_id, source, consumer, message_id,
@@ -71,13 +85,9 @@ RETURNING id, status, scope_kind, scope_id, source, consumer, message_id)sql";
 
 inline constexpr const char* kInsertMany = kInsertManyText;
 
-// kInsertMany that also wakes the workers of each consumer it inserted for: NOTIFY on
-// channel $13 with the consumer as payload, once per (channel, payload) in the transaction,
-// delivered when it commits. For statements of at least kNotifyInStatementRows identities
-// (inbox.cpp says why); smaller ones leave the wake-up to the separate notifier.
-inline constexpr auto kInsertManyNotifyText =
-    detail::concat_sql(kInsertManyText, ",\n          pg_catalog.pg_notify($13::text, consumer) AS notified");
-inline constexpr const char* kInsertManyNotify = kInsertManyNotifyText.data();
+// kInsertMany carrying a wake-up (kRideColumn).
+inline constexpr auto kInsertManyRideText = detail::concat_sql(kInsertManyText, kRideColumn);
+inline constexpr const char* kInsertManyRide = kInsertManyRideText.data();
 
 // accept_many: the stored rows of the identities the insert did nothing for, read after
 // it with a fresh snapshot (READ COMMITTED). $1..$5 are arrays of scope_kind, scope_id,

@@ -8,9 +8,10 @@ namespace boxcar::detail {
 
 std::vector<NamedStatement> inbox_statements() {
   return {{"inbox.insert", inbox_sql::kInsert},
+          {"inbox.insert_ride", inbox_sql::kInsertRide},
           {"inbox.lookup", inbox_sql::kLookup},
           {"inbox.insert_many", inbox_sql::kInsertMany},
-          {"inbox.insert_many_notify", inbox_sql::kInsertManyNotify},
+          {"inbox.insert_many_ride", inbox_sql::kInsertManyRide},
           {"inbox.lookup_many", inbox_sql::kLookupMany},
           {"worker.claim", worker_sql::kClaim},
           {"worker.claim_fair", worker_sql::kClaimFair},

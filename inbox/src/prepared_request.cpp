@@ -1,6 +1,11 @@
 // Turns an AcceptRequest into validated, canonical values, or a typed error naming the field.
 #include "prepared_request.hpp"
 
+#include <algorithm>
+#include <array>
+#include <string_view>
+#include <utility>
+
 #include "boxcar/core/detail/pg_array.hpp"
 #include "boxcar/inbox/errors.hpp"
 #include "ordering_key.hpp"
@@ -11,7 +16,52 @@ namespace {
 // Metadata is small routing data, not a second payload.
 constexpr CanonicalLimits kMetadataLimits{.max_depth = 3, .max_bytes = 64 * 1024};
 
+// Text that is its own JSON string body: valid UTF-8 with nothing to escape (no quote,
+// backslash or control character, U+0000 included).
+bool is_plain_json_text(const std::string& text) {
+  return std::none_of(text.begin(), text.end(),
+                      [](char c) {
+                        const auto byte = static_cast<unsigned char>(c);
+                        return byte < 0x20 || byte == '"' || byte == '\\';
+                      }) &&
+         is_valid_utf8(text);
+}
+
 std::string metadata_json(const Metadata& metadata) {
+  // The usual metadata, a few plain strings and no headers, written directly: the same
+  // bytes as canonicalize() of the object below (names in UTF-16 order, which for these
+  // ASCII names is byte order), without building it. Anything else, errors included,
+  // takes the general path.
+  const std::array<std::pair<std::string_view, const std::string*>, 4> plain_fields{
+      {{"causationId", &metadata.causation_id},
+       {"correlationId", &metadata.correlation_id},
+       {"traceparent", &metadata.traceparent},
+       {"tracestate", &metadata.tracestate}}};
+  if (metadata.headers.empty()) {
+    std::size_t bytes = 2;
+    bool plain = true;
+    for (const auto& [name, value] : plain_fields) {
+      if (value->empty()) continue;
+      plain = plain && is_plain_json_text(*value);
+      bytes += name.size() + value->size() + 6;  // two pairs of quotes, a colon, a comma
+    }
+    if (plain && bytes <= kMetadataLimits.max_bytes) {
+      std::string text;
+      text.reserve(bytes);
+      text += '{';
+      for (const auto& [name, value] : plain_fields) {
+        if (value->empty()) continue;
+        if (text.size() > 1) text += ',';
+        text += '"';
+        text += name;
+        text += "\":\"";
+        text += *value;
+        text += '"';
+      }
+      text += '}';
+      return text;
+    }
+  }
   nlohmann::json object = nlohmann::json::object();
   const auto put = [&](const char* key, const std::string& value) {
     if (!value.empty()) object[key] = value;
@@ -117,7 +167,8 @@ PreparedRequest prepare_request(const AcceptRequest& request, const AcceptRules&
   }
   // A batch is split into statements of at most max_statement_bytes; an item over it
   // alone would fail the same way on every redelivery, so it is invalid, not a storage error.
-  if (const std::size_t bytes = batch_item_bytes(prepared); bytes > rules.max_statement_bytes)
+  prepared.batch_bytes = batch_item_bytes(prepared);
+  if (const std::size_t bytes = prepared.batch_bytes; bytes > rules.max_statement_bytes)
     throw InboxValidationError("INBOX_ITEM_TOO_LARGE", "payload",
                                "the item is " + std::to_string(bytes) +
                                    " bytes as stored (payload, metadata and identity); the limit per statement is " +

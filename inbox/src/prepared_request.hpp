@@ -33,6 +33,8 @@ struct PreparedRequest {
   /// recorded head-of-line policy, nullopt for block.
   std::optional<std::string> ordering_key;
   std::optional<int> park_after;
+  /// batch_item_bytes() of this item, measured once by prepare_request().
+  std::size_t batch_bytes = 0;
 
   /// The identity as one string, for grouping repeats inside a batch.
   std::string identity_key() const;

@@ -1,9 +1,13 @@
-// Who sends accept_many's wake-up: a statement of at least 32 new identities notifies in
-// its own transaction (kInsertManyNotify), a smaller one leaves it to the Inbox's separate
-// notifier, and a NOTIFY that fails (a full notification queue) never costs the batch.
+// Who sends the inbox's wake-ups: a statement that is due one (the first after a quiet
+// spell) carries it in its own transaction (kInsertRide, kInsertManyRide), one per
+// consumer; a statement that inserts nothing sends none; and a NOTIFY that fails (a full
+// notification queue) never costs the batch.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "boxcar/inbox/inbox.hpp"
@@ -86,12 +90,12 @@ void check_all_accepted(const std::vector<AcceptResult>& results) {
 
 }  // namespace
 
-TEST_CASE("a statement of at least 32 new identities wakes each consumer once, from its own transaction") {
+TEST_CASE("a batch due a wake-up wakes each consumer once, from its own transaction") {
   OneConnection setup;
   check_all_accepted(setup.inbox.accept_many(batch_of(40, "m-")));
 
   const auto& received = setup.listener.await(2);
-  REQUIRE(received.size() == 2);  // one per consumer, and nothing from the separate notifier
+  REQUIRE(received.size() == 2);  // one per consumer, and nothing from the notifier's thread
   CHECK(received[0].backend_pid == setup.inserting_backend);
   CHECK(received[1].backend_pid == setup.inserting_backend);
   CHECK(((received[0].payload == "orders.v1" && received[1].payload == "audit.v1") ||
@@ -99,13 +103,28 @@ TEST_CASE("a statement of at least 32 new identities wakes each consumer once, f
   CHECK(setup.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 40);
 }
 
-TEST_CASE("a smaller statement leaves the wake-up to the separate notifier") {
+TEST_CASE("a single accept() due a wake-up sends it from its own insert") {
   OneConnection setup;
-  check_all_accepted(setup.inbox.accept_many(batch_of(3, "m-")));
+  const Receipt receipt = setup.inbox.accept(item("orders.v1", "one"));
+  CHECK(receipt.kind == Receipt::Kind::Accepted);
 
-  const auto& received = setup.listener.await(2);
-  REQUIRE(received.size() == 2);
-  for (const auto& notification : received) CHECK(notification.backend_pid != setup.inserting_backend);
+  const auto& received = setup.listener.await(1);
+  REQUIRE(received.size() == 1);
+  CHECK(received[0].payload == "orders.v1");
+  CHECK(received[0].backend_pid == setup.inserting_backend);
+}
+
+TEST_CASE("a duplicate sends no wake-up: its statement notifies nothing, and leaves nothing to the notifier") {
+  OneConnection setup;
+  setup.inbox.accept(item("orders.v1", "one"));
+  REQUIRE(setup.listener.await(1).size() == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past the notifier's interval
+
+  // Due a wake-up, but it inserts no row: its NOTIFY never runs, and there is nothing new
+  // for a worker to claim.
+  CHECK(setup.inbox.accept(item("orders.v1", "one")).kind == Receipt::Kind::Duplicate);
+  CHECK(setup.inbox.accept_many(std::vector{item("orders.v1", "one")})[0].receipt().kind == Receipt::Kind::Duplicate);
+  CHECK(setup.listener.await(2).size() == 1);
 }
 
 TEST_CASE("a batch whose NOTIFY fails with a full notification queue is recorded without it, and still wakes") {
@@ -132,5 +151,14 @@ END $$)");
 
   CHECK(db.scalar("SELECT last_value FROM {schema}.notify_attempts") == 1);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 40);
-  CHECK(listener.await(2).size() == 2);  // from the separate notifier
+  // From the notifier's own connection: the wake-up the failed statement carried went
+  // back to it (and may have gone out before the batch was recorded), and the batch's
+  // consumers were marked after it was.
+  const auto& received = listener.await(4);
+  CHECK(received.size() >= 2);
+  const auto sent = [&](const std::string& consumer) {
+    return std::count_if(received.begin(), received.end(), [&](const auto& n) { return n.payload == consumer; });
+  };
+  CHECK(sent("orders.v1") >= 1);
+  CHECK(sent("audit.v1") >= 1);
 }

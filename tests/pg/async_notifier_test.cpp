@@ -1,11 +1,15 @@
-// The background NOTIFY sender's pacing (detail::AsyncNotifier): a key after a quiet spell
-// goes out at once, a stream of keys is coalesced over an interval that doubles up to its
-// longest, and every send reaches a listener.
+// The NOTIFY pacing of detail::AsyncNotifier: a key after a quiet spell goes out at once, a
+// stream of keys is coalesced over an interval that doubles up to its longest, and every
+// send reaches a listener; a writer's statement carries a wake-up (a ride) only when one
+// is due, with the keys pending before it, which go back to the notifier when it did not
+// commit them.
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <pqxx/pqxx>
 
@@ -67,4 +71,40 @@ TEST_CASE("the notifier sends a key after a quiet spell at once and coalesces a 
   // Every send was a real notification (one per statement: its one key).
   for (int i = 0; i < 50 && receiver.received < notifier.stats().sends; ++i) listener.await_notification(0, 100000);
   CHECK(receiver.received == notifier.stats().sends);
+}
+
+TEST_CASE(
+    "a writer's statement carries a wake-up only when one is due, and gives its keys back when it did not commit") {
+  TestDatabase db;
+  // Intervals long enough that the steps below always fall inside them.
+  boxcar::detail::AsyncNotifier notifier(db.url(), db.schema() + "_rides", 100ms, 200ms);
+  const std::vector<std::string> own{"orders.v1"};
+
+  // Nothing was sent yet: the first writer carries its own key.
+  auto first = notifier.begin_ride(own);
+  REQUIRE(first);
+  CHECK(first->payloads == own);
+  // One wake-up in flight at a time: a second writer commits without one.
+  CHECK_FALSE(notifier.begin_ride(own));
+  notifier.end_ride(std::move(*first), boxcar::detail::AsyncNotifier::RideEnd::Carried);
+  CHECK(notifier.stats().rides == 1);
+  CHECK(notifier.stats().sends == 0);
+
+  // Within the interval after a send no writer carries one: it marks its key after its
+  // commit, and the notifier sends it once the interval is over.
+  CHECK_FALSE(notifier.begin_ride(own));
+  notifier.notify("audit.v1");
+  notifier.flush();
+  CHECK(notifier.stats().sends == 1);
+
+  // After a quiet spell longer than the interval a writer carries one again.
+  std::this_thread::sleep_for(250ms);
+  auto second = notifier.begin_ride(own);
+  REQUIRE(second);
+  // Its statement failed (or its commit's outcome is unknown): its keys are pending
+  // again, and the notifier sends them on its own.
+  notifier.end_ride(std::move(*second), boxcar::detail::AsyncNotifier::RideEnd::Failed);
+  notifier.flush();
+  CHECK(notifier.stats().rides == 1);
+  CHECK(notifier.stats().sends == 2);
 }

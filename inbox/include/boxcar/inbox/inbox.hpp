@@ -8,6 +8,7 @@
 // connection from the pool for the duration of the call.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -60,16 +61,19 @@ struct InboxOptions {
   std::size_t max_statement_bytes = kDefaultMaxStatementBytes;
   /// Wake idle workers with NOTIFY after accepting (polling covers it when off).
   bool notify = true;
-  /// Group commit: accept() calls that arrive while kGroupCommitFlushes accept() calls
-  /// of this Inbox are committing wait for one of them to end, then share one transaction
-  /// (accept_many semantics per call, at most kGroupCommitMaxCalls calls and
-  /// max_statement_bytes of records), so one WAL flush serves many calls. A call that
-  /// finds a flush slot free runs at once, alone: nothing lingers when idle. Each call
-  /// still gets its own receipt or its own error; when a shared commit is uncertain,
-  /// every call of that group is (README, "Accepting a message"). On by default: at 16
-  /// threads it recorded 1.3 to 2.0 times as many calls per second as separate commits
-  /// (docs/benchmarks.md, "Fourteenth session"). false: every call commits on its own,
-  /// concurrently.
+  /// Group commit: accept() calls that arrive while an accept() of this Inbox is
+  /// committing wait for it to end, then share one transaction (accept_many semantics per
+  /// call, at most kGroupCommitMaxCalls calls and max_statement_bytes of records), so one
+  /// WAL flush serves many calls. The call that leads it first waits, at most
+  /// kGroupCommitMaxGather and never longer than the previous flush took, until as many
+  /// calls are queued as that flush carried: callers that send again as soon as they are
+  /// answered come back a moment after their flush ends. A call that finds nothing in
+  /// flight runs at once, alone, unless a flush of several calls ended within
+  /// kGroupCommitBusyWindow: nothing lingers when idle. Each call still gets its own
+  /// receipt or its own error; when a shared commit is uncertain, every call of that
+  /// group is (README, "Accepting a message"). On by default: at 16 threads it recorded
+  /// 2.1 to 2.5 times as many calls per second as separate commits (docs/benchmarks.md,
+  /// "Twenty-first session"). false: every call commits on its own, concurrently.
   bool group_commit = true;
   /// Where accept results are counted (boxcar_inbox_accept_total); null: nowhere.
   std::shared_ptr<Metrics> metrics{};
@@ -78,10 +82,15 @@ struct InboxOptions {
 /// Most accept() calls one group-commit transaction records (InboxOptions::group_commit).
 inline constexpr std::size_t kGroupCommitMaxCalls = 100;
 /// Most accept() flushes of one Inbox in flight at once with group commit: a call queues
-/// only when this many are. Two keep both the client and the server busy (one group's
-/// statements run while the other's commit waits for its WAL flush) while groups stay
-/// large; docs/benchmarks.md, "Group commit", has the measurements.
-inline constexpr std::size_t kGroupCommitFlushes = 2;
+/// only when this many are. One, whose leader gathers the calls coming back from the last
+/// flush, made groups twice as large as two alternating flushes did, and moved as many
+/// calls (docs/benchmarks.md, "Twenty-first session").
+inline constexpr std::size_t kGroupCommitFlushes = 1;
+/// Longest a group-commit leader waits for calls to queue before its flush.
+inline constexpr std::chrono::microseconds kGroupCommitMaxGather{500};
+/// A flush of several calls that ended this recently makes the next call lead a gathering
+/// flush instead of running alone.
+inline constexpr std::chrono::microseconds kGroupCommitBusyWindow{2000};
 
 /// Counters of accept()'s group commit since the Inbox was constructed.
 struct GroupCommitStats {
@@ -129,9 +138,9 @@ class Inbox {
   Inbox& operator=(const Inbox&) = delete;
 
   /// Durably records `request` and returns after it committed: alone in a single
-  /// autocommit statement when fewer than kGroupCommitFlushes accept() flushes of this
-  /// Inbox are in flight (or group commit is off), else in one transaction shared with
-  /// the calls that queued meanwhile. Blocks while it waits; holds a pooled connection only while it
+  /// autocommit statement when no accept() flush of this Inbox is in flight or just ended
+  /// (or group commit is off), else in one transaction shared with the calls that queued
+  /// meanwhile (InboxOptions::group_commit). Blocks while it waits; holds a pooled connection only while it
   /// leads a flush.
   /// - new identity: Receipt{Accepted, id, PENDING} (a receipt of an ordered consumer
   ///   that is not its key's head is stored WAITING, which only a later read shows);
