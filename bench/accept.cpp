@@ -21,7 +21,8 @@
 //                     temporary ON COMMIT DELETE ROWS table with pqxx::stream_to, then a
 //                     prepared INSERT ... SELECT from it). Every round measures all three
 //                     and boxcar; the baseline is the variant with the highest median rate,
-//                     and each variant's median is printed.
+//                     and each variant's median is printed. Each round line also gives the
+//                     CPU this process spent per row on each side (its share of the cores).
 // The baseline writes into `LIKE ... INCLUDING ALL` of Boxcar's own table, so indexes
 // and constraints match. Rounds interleave baseline and boxcar; both tables are
 // truncated and the cluster checkpointed before every measurement; every measurement
@@ -31,6 +32,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -148,6 +150,13 @@ class Latencies {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// CPU time of every thread of this process so far.
+double process_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
 }
 
 struct AcceptCase {
@@ -458,14 +467,21 @@ class Bench {
     CaseResult result{name, std::to_string(threads) + " threads, rows/s"};
     for (int round = 1; round <= options_.rounds; ++round) {
       std::cout << "  " << name << " round " << round << ":";
-      for (std::size_t v = 0; v < variants.size(); ++v) {
+      // Each side's rate, and the CPU its own threads (this process) spent per row: the
+      // share of the two cores that the database did not get.
+      const auto measure = [&](const std::string& side, const std::function<Measurement(double)>& run_side) {
         reset();
-        raw_rates[v].push_back(variants[v].second(options_.seconds).rate());
-        std::cout << " " << variants[v].first << " " << static_cast<long>(raw_rates[v].back());
-      }
-      reset();
-      result.boxcar.push_back(boxcar_side(options_.seconds).rate());
-      std::cout << " boxcar " << static_cast<long>(result.boxcar.back()) << std::endl;
+        const double cpu_before = process_cpu_seconds();
+        const Measurement m = run_side(options_.seconds);
+        const double client_us = (process_cpu_seconds() - cpu_before) * 1e6 / static_cast<double>(m.units);
+        std::printf(" %s %ld (client %.1f us/row)", side.c_str(), static_cast<long>(m.rate()), client_us);
+        return m.rate();
+      };
+      for (std::size_t v = 0; v < variants.size(); ++v)
+        raw_rates[v].push_back(measure(variants[v].first, variants[v].second));
+      result.boxcar.push_back(measure("boxcar", boxcar_side));
+      std::printf("\n");
+      std::fflush(stdout);
     }
     std::size_t fastest = 0;
     for (std::size_t v = 0; v < variants.size(); ++v) {

@@ -346,6 +346,8 @@ void Inbox::validate(const AcceptRequest& request) const {
 }
 
 Receipt Inbox::accept_unmetered(const detail::PreparedRequest& p) {
+  // Off after a NOTIFY failed (a full notification queue): the call must not fail with it.
+  bool rides = true;
   for (int round = 1;; ++round) {
     PooledConnection connection;
     try {
@@ -353,7 +355,7 @@ Receipt Inbox::accept_unmetered(const detail::PreparedRequest& p) {
     } catch (...) {
       throw storage_error(std::current_exception(), "accept", false);
     }
-    RideTicket ride(notifier_.get(), std::span(&p.consumer, 1));
+    RideTicket ride(rides ? notifier_.get() : nullptr, std::span(&p.consumer, 1));
     try {
       pqxx::nontransaction statement(*connection);
       const std::string park_after = p.park_after ? std::to_string(*p.park_after) : std::string();
@@ -376,6 +378,16 @@ Receipt Inbox::accept_unmetered(const detail::PreparedRequest& p) {
         return Receipt{Receipt::Kind::Accepted, inserted[0]["id"].as<std::int64_t>(),
                        parse_receipt_status(inserted[0]["status"].c_str())};
       }
+    } catch (const pqxx::sql_error& e) {
+      // The statement failed whole, so it recorded nothing: run it again without NOTIFY;
+      // the ride's keys are pending again, for the notifier.
+      if (ride.active() && e.sqlstate() == kNotifyQueueFull && round < kMaxRounds) {
+        spdlog::warn("accept: NOTIFY failed ({}), recording the message without it: {}", e.sqlstate(), e.what());
+        rides = false;
+        continue;
+      }
+      connection.discard();
+      throw storage_error(std::current_exception(), "accept", true);
     } catch (...) {
       connection.discard();
       // The insert commits on its own: if the connection died under it, it may have landed.

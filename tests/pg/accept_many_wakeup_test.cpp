@@ -127,10 +127,11 @@ TEST_CASE("a duplicate sends no wake-up: its statement notifies nothing, and lea
   CHECK(setup.listener.await(2).size() == 1);
 }
 
-TEST_CASE("a batch whose NOTIFY fails with a full notification queue is recorded without it, and still wakes") {
-  TestDatabase db;
-  // The statement that notifies fails as pg_notify does on a full queue (54000); the
-  // sequence counts the attempts, since the failed statement's writes roll back.
+namespace {
+
+// Makes every statement that notifies fail as pg_notify does on a full queue (54000); the
+// sequence notify_attempts counts the attempts, since the failed statement's writes roll back.
+void refuse_notify(TestDatabase& db) {
   db.execute("CREATE SEQUENCE {schema}.notify_attempts");
   db.execute(R"(
 CREATE FUNCTION {schema}.refuse_notify() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -144,6 +145,13 @@ END $$)");
   db.execute(
       "CREATE TRIGGER refuse_notify BEFORE INSERT ON {schema}.inbox_receipts FOR EACH ROW EXECUTE FUNCTION "
       "{schema}.refuse_notify()");
+}
+
+}  // namespace
+
+TEST_CASE("a batch whose NOTIFY fails with a full notification queue is recorded without it, and still wakes") {
+  TestDatabase db;
+  refuse_notify(db);
   Inbox inbox(db.pool(), options(db));
   Listener listener(db);
 
@@ -161,4 +169,23 @@ END $$)");
   };
   CHECK(sent("orders.v1") >= 1);
   CHECK(sent("audit.v1") >= 1);
+}
+
+TEST_CASE(
+    "a single accept() whose NOTIFY fails with a full notification queue is recorded without it, and still wakes") {
+  TestDatabase db;
+  refuse_notify(db);
+  Inbox inbox(db.pool(), options(db));
+  Listener listener(db);
+
+  const Receipt receipt = inbox.accept(item("orders.v1", "one"));
+  CHECK(receipt.kind == Receipt::Kind::Accepted);
+
+  CHECK(db.scalar("SELECT last_value FROM {schema}.notify_attempts") == 1);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 1);
+  // The wake-up the failed statement carried went back to the notifier, which sends it
+  // from its own connection.
+  const auto& received = listener.await(1);
+  REQUIRE_FALSE(received.empty());
+  CHECK(received[0].payload == "orders.v1");
 }
