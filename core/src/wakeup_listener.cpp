@@ -39,6 +39,13 @@ struct WakeupListener::Impl {
   }
 };
 
+std::chrono::milliseconds wait_slice(std::chrono::steady_clock::time_point now,
+                                     std::chrono::steady_clock::time_point until) {
+  using std::chrono::milliseconds;
+  if (until <= now) return milliseconds(0);
+  return std::min(std::chrono::duration_cast<milliseconds>(until - now) + milliseconds(1), milliseconds(100));
+}
+
 WakeupListener::WakeupListener(std::string connection_string, std::string channel, std::shared_ptr<spdlog::logger> log)
     : impl_(std::make_unique<Impl>()) {
   impl_->connection_string = std::move(connection_string);
@@ -65,16 +72,16 @@ WakeupListener::Wakeup WakeupListener::wait_until(std::chrono::steady_clock::tim
                                                   const std::function<bool()>& stop, const Filter& wanted) {
   using Clock = std::chrono::steady_clock;
   Wakeup wakeup;
-  while (Clock::now() < until && !stop()) {
-    const auto slice = std::min<long long>(
-        100, std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count() + 1);
+  for (;;) {
+    const auto slice = wait_slice(Clock::now(), until);
+    if (slice.count() == 0 || stop()) break;
     if (!impl_->connection) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(slice));
+      std::this_thread::sleep_for(slice);
       continue;
     }
     try {
       // Takes notifications that arrived while the caller was busy first, without waiting.
-      impl_->connection->await_notification(0, slice * 1000);
+      impl_->connection->await_notification(0, static_cast<long>(slice.count()) * 1000);
       if (impl_->receiver->received.empty()) continue;
       impl_->connection->get_notifs();  // take any others that arrived together
       impl_->take(wanted, wakeup.payloads);

@@ -363,7 +363,7 @@ std::vector<ConfigKey> build_table() {
           "larger alone is INBOX_ITEM_TOO_LARGE. At most 33554432 (docs/schema.md)"),
       boolean(
           "inbox.group_commit", [](auto& c) -> auto& { return c.inbox_group_commit; },
-          "true: accept() calls that arrive while two others commit share the next transaction (one WAL flush); "
+          "true: accept() calls that arrive while another flush commits share the next transaction (one WAL flush); "
           "false: each commits alone (README, \"Accepting a message\")"),
       ordering(),
       boolean(

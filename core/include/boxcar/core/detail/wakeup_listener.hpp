@@ -21,6 +21,14 @@
 
 namespace boxcar::detail {
 
+/// How long one wait of WakeupListener::wait_until() blocks: up to `until`, rounded up to
+/// a whole millisecond, at most 100 ms; zero once `until` has passed. Never negative: a
+/// negative timeout makes libpq's wait block until a notification arrives, which may be
+/// never (a thread preempted between its deadline check and this computation used to get
+/// one, and a stopping Worker then waited forever for its dispatcher).
+std::chrono::milliseconds wait_slice(std::chrono::steady_clock::time_point now,
+                                     std::chrono::steady_clock::time_point until);
+
 class WakeupListener {
  public:
   /// What ended a wait_until().
