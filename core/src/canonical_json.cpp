@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "boxcar/core/detail/json_string.hpp"
 #include "boxcar/core/error.hpp"
 
 namespace boxcar {
@@ -181,9 +182,6 @@ std::string pointer_of(const PathNode* at) {
   }
   return path;
 }
-
-/// Bytes a JSON string escapes: the quote, the backslash and the controls below U+0020.
-bool needs_escape(unsigned char byte) { return byte < 0x20 || byte == '"' || byte == '\\'; }
 
 /// Serialises one value tree into `out_`; every error names the JSON Pointer of the
 /// value it is about.
@@ -373,7 +371,7 @@ class CanonicalWriter {
     const char* const end = run + text.size();
     for (const char* c = run; c != end; ++c) {
       const auto byte = static_cast<unsigned char>(*c);
-      if (!needs_escape(byte)) continue;  // RFC 8785 keeps U+007F, non-ASCII and U+2028 raw
+      if (!detail::json_escapes(byte)) continue;  // RFC 8785 keeps U+007F, non-ASCII and U+2028 raw
       out_.append(run, c);
       run = c + 1;
       switch (byte) {
@@ -587,5 +585,14 @@ std::string canonicalize_text(std::string_view json_text, const CanonicalLimits&
                   /*strict=*/true, /*ignore_comments=*/false);
   return canonicalize(builder.take_root(), limits);
 }
+
+namespace detail {
+
+bool is_plain_json_string(std::string_view text) noexcept {
+  return std::none_of(text.begin(), text.end(), [](char c) { return json_escapes(static_cast<unsigned char>(c)); }) &&
+         is_valid_utf8(text);
+}
+
+}  // namespace detail
 
 }  // namespace boxcar

@@ -1,11 +1,11 @@
 // Turns an AcceptRequest into validated, canonical values, or a typed error naming the field.
 #include "prepared_request.hpp"
 
-#include <algorithm>
 #include <array>
 #include <string_view>
 #include <utility>
 
+#include "boxcar/core/detail/json_string.hpp"
 #include "boxcar/core/detail/pg_array.hpp"
 #include "boxcar/inbox/errors.hpp"
 #include "ordering_key.hpp"
@@ -15,17 +15,6 @@ namespace {
 
 // Metadata is small routing data, not a second payload.
 constexpr CanonicalLimits kMetadataLimits{.max_depth = 3, .max_bytes = 64 * 1024};
-
-// Text that is its own JSON string body: valid UTF-8 with nothing to escape (no quote,
-// backslash or control character, U+0000 included).
-bool is_plain_json_text(const std::string& text) {
-  return std::none_of(text.begin(), text.end(),
-                      [](char c) {
-                        const auto byte = static_cast<unsigned char>(c);
-                        return byte < 0x20 || byte == '"' || byte == '\\';
-                      }) &&
-         is_valid_utf8(text);
-}
 
 std::string metadata_json(const Metadata& metadata) {
   // The usual metadata, a few plain strings and no headers, written directly: the same
@@ -42,7 +31,7 @@ std::string metadata_json(const Metadata& metadata) {
     bool plain = true;
     for (const auto& [name, value] : plain_fields) {
       if (value->empty()) continue;
-      plain = plain && is_plain_json_text(*value);
+      plain = plain && is_plain_json_string(*value);
       bytes += name.size() + value->size() + 6;  // two pairs of quotes, a colon, a comma
     }
     if (plain && bytes <= kMetadataLimits.max_bytes) {

@@ -439,3 +439,31 @@ TEST_CASE(
   CHECK(accepted == 1000);
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 1000);
 }
+
+TEST_CASE("metadata without headers is stored as the JSON object of its set fields, plain or escaped") {
+  TestDatabase db;
+  Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {"orders.v1"}, .notify = false});
+  const std::vector<Metadata> cases = {
+      // Plain text, non-ASCII and U+007F included: written directly.
+      {.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", .correlation_id = "corr é 😀\x7f"},
+      {.tracestate = "k=v", .causation_id = "cause"},
+      // Text to escape: the general path.
+      {.traceparent = "q\"b\\s\n\x01", .correlation_id = "plain"},
+      {},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    INFO("case " << i);
+    auto request = item("meta-" + std::to_string(i));
+    request.metadata = cases[i];
+    REQUIRE(inbox.accept(request).kind == Receipt::Kind::Accepted);
+    nlohmann::json expected = nlohmann::json::object();
+    const auto put = [&](const char* name, const std::string& value) {
+      if (!value.empty()) expected[name] = value;
+    };
+    put("causationId", cases[i].causation_id);
+    put("correlationId", cases[i].correlation_id);
+    put("traceparent", cases[i].traceparent);
+    put("tracestate", cases[i].tracestate);
+    CHECK(nlohmann::json::parse(stored_row(db, "meta-" + std::to_string(i))["metadata"].as<std::string>()) == expected);
+  }
+}
