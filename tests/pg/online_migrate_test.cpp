@@ -20,10 +20,12 @@
 #include "boxcar/core/sql_identifier.hpp"
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/testing/eventually.hpp"
+#include "index_definitions.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;
 using namespace std::chrono_literals;
+using boxcar::testing::index_definitions_of;
 using boxcar::testing::TestDatabase;
 
 namespace {
@@ -137,8 +139,8 @@ TEST_CASE("a concurrent index build that failed before is dropped and built agai
   const auto report = migrate(db.url(), {.schema = db.schema()});
   CHECK(report.applied == std::vector<int>{5});
   CHECK(valid_moved_indexes(db.url(), db.schema()) == 4);
-  CHECK(db.scalar("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + db.schema() +
-                  "' AND indexname = 'inbox_receipts_dead' AND indexdef LIKE '%(consumer, updated_at)%' "
+  CHECK(db.scalar("SELECT count(*) FROM " + index_definitions_of(db.schema()) +
+                  " WHERE indexname = 'inbox_receipts_dead' AND indexdef LIKE '%(consumer, updated_at)%' "
                   "AND indexdef NOT LIKE '%UNIQUE%'") == 1);
 }
 

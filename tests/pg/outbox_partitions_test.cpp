@@ -28,6 +28,7 @@
 #include "boxcar/outbox/outbox_emitter.hpp"
 #include "boxcar/publisher/detail/named_statements.hpp"
 #include "boxcar/testing/eventually.hpp"
+#include "index_definitions.hpp"
 #include "named_statement.hpp"
 #include "notice_log.hpp"
 #include "test_database.hpp"
@@ -761,16 +762,16 @@ TEST_CASE(
                    "c.oid = x.indexrelid WHERE i.inhdetachpending AND i.inhparent = "
                    "'{schema}.outbox_events'::regclass AND c.relname LIKE '%covering%'") == 0);
   // The first partition's indexes are the covering definitions, valid, the leftover gone.
-  CHECK(old.scalar("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + old.schema +
-                   "' AND indexname = 'outbox_events_due_covering_legacy' AND indexdef NOT LIKE '%UNIQUE%' AND "
+  CHECK(old.scalar("SELECT count(*) FROM " + index_definitions_of(old.schema) +
+                   " WHERE indexname = 'outbox_events_due_covering_legacy' AND indexdef NOT LIKE '%UNIQUE%' AND "
                    "indexdef LIKE '%(available_at, id) INCLUDE (status, created_at) WHERE%'") == 1);
   CHECK(old.scalar("SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON "
                    "n.oid = c.relnamespace WHERE n.nspname = '" +
                    old.schema + "' AND NOT i.indisvalid") == 0);
   // The old indexes are gone from the parent and from every partition.
-  CHECK(old.scalar(
-            "SELECT count(*) FROM pg_indexes WHERE schemaname = '" + old.schema +
-            "' AND (indexdef LIKE '%(available_at, id) WHERE%' OR indexdef LIKE '%(lease_expires_at) WHERE%')") == 0);
+  CHECK(old.scalar("SELECT count(*) FROM " + index_definitions_of(old.schema) +
+                   " WHERE indexdef LIKE '%(available_at, id) WHERE%' OR indexdef LIKE '%(lease_expires_at) WHERE%'") ==
+        0);
   // The janitor's function names a new day's indexes after it, attached at once.
   CHECK(old.scalar("SELECT {schema}.outbox_create_partitions('{schema}.outbox_events'::regclass, 12)") >= 1);
   CHECK(old.scalar("SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = "
