@@ -43,8 +43,18 @@ struct RetryBatch {};
 constexpr int kMaxRounds = 3;
 
 // SQLSTATE program_limit_exceeded: what pg_notify raises when the notification queue is
-// full (a listener that stopped reading holds it); the batch then runs without NOTIFY.
+// full (a listener that stopped reading holds it).
 constexpr std::string_view kNotifyQueueFull = "54000";
+
+// Whether a failed write that carried a wake-up runs again without NOTIFY: it failed on a
+// full notification queue, so it recorded nothing (a statement fails whole, a transaction
+// rolls back whole), and the write must not fail with its wake-up. The ride's keys are
+// pending again once it ends, for the notifier's own connection.
+bool again_without_notify(const DatabaseError& e, bool riding, int round, std::string_view doing) {
+  if (!riding || e.sqlstate() != kNotifyQueueFull || round >= kMaxRounds) return false;
+  spdlog::warn("{}: NOTIFY failed ({}), recording without it: {}", doing, e.sqlstate(), e.what());
+  return true;
+}
 
 using RideEnd = detail::AsyncNotifier::RideEnd;
 
@@ -378,20 +388,15 @@ Receipt Inbox::accept_unmetered(const detail::PreparedRequest& p) {
         return Receipt{Receipt::Kind::Accepted, inserted[0]["id"].as<std::int64_t>(),
                        parse_receipt_status(inserted[0]["status"].c_str())};
       }
-    } catch (const pqxx::sql_error& e) {
-      // The statement failed whole, so it recorded nothing: run it again without NOTIFY;
-      // the ride's keys are pending again, for the notifier.
-      if (ride.active() && e.sqlstate() == kNotifyQueueFull && round < kMaxRounds) {
-        spdlog::warn("accept: NOTIFY failed ({}), recording the message without it: {}", e.sqlstate(), e.what());
+    } catch (...) {
+      // The insert commits on its own: if the connection died under it, it may have landed.
+      const DatabaseError e = detail::to_database_error(std::current_exception(), "accept", true);
+      if (again_without_notify(e, ride.active(), round, "accept")) {
         rides = false;
         continue;
       }
       connection.discard();
-      throw storage_error(std::current_exception(), "accept", true);
-    } catch (...) {
-      connection.discard();
-      // The insert commits on its own: if the connection died under it, it may have landed.
-      throw storage_error(std::current_exception(), "accept", true);
+      throw InboxStorageError(e.what(), e.sqlstate(), e.uncertain());
     }
     ride.end(RideEnd::NothingInserted);  // a duplicate: its NOTIFY never ran
     try {
@@ -598,10 +603,7 @@ std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail:
       const DatabaseError e = detail::to_database_error(std::current_exception(), "accept_many", committing);
       // 40P01 deadlock / 40001 serialization: the batch rolled back whole; run it again.
       if (e.sqlstate().starts_with("40") && round < kMaxRounds) continue;
-      // The failed statement recorded nothing (a multi-statement batch rolled back whole):
-      // run it again without NOTIFY; the ride's keys are pending again, for the notifier.
-      if (e.sqlstate() == kNotifyQueueFull && riding && round < kMaxRounds) {
-        spdlog::warn("accept_many: NOTIFY failed ({}), recording the batch without it: {}", e.sqlstate(), e.what());
+      if (again_without_notify(e, riding, round, "accept_many")) {
         rides = false;
         continue;
       }
