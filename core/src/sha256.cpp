@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "boxcar/core/canonical_json.hpp"
+#include "boxcar/core/detail/json_string.hpp"
 #include "boxcar/core/error.hpp"
 
 namespace boxcar {
@@ -52,11 +53,20 @@ std::string content_fingerprint(std::string_view event_type, int schema_version,
   // Canonicalising the event type as a JSON string reuses the one JCS string escaper
   // and its UTF-8/NUL checks; the error is re-pointed at the envelope member so the
   // caller learns which input was wrong.
+  // A plain type (the usual dotted name) is written as it is, the bytes canonicalize()
+  // would write, without building a JSON value.
   std::string canonical_event_type;
-  try {
-    canonical_event_type = canonicalize(nlohmann::json(std::string(event_type)));
-  } catch (const JsonValueError& e) {
-    throw JsonValueError(e.code(), "/eventType", "event type is not fingerprintable");
+  if (detail::is_plain_json_string(event_type)) {
+    canonical_event_type.reserve(event_type.size() + 2);
+    canonical_event_type += '"';
+    canonical_event_type += event_type;
+    canonical_event_type += '"';
+  } else {
+    try {
+      canonical_event_type = canonicalize(nlohmann::json(std::string(event_type)));
+    } catch (const JsonValueError& e) {
+      throw JsonValueError(e.code(), "/eventType", "event type is not fingerprintable");
+    }
   }
 
   // Members in JCS order (eventType < payload < schemaVersion), so the envelope is

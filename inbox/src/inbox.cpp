@@ -134,36 +134,45 @@ struct BatchSlice {
   std::array<std::string, 12> columns;
 
   void build_columns(const PreparedBatch& prepared) {
+    // Array literals for every column but payload and metadata ($8, $9): those are JSON
+    // arrays, the canonical texts joined, which need no escaping.
     std::array<detail::PgArrayBuilder, 12> arrays;
+    std::string& payloads = columns[7];
+    std::string& metadata = columns[8];
     const auto text_of = [](const detail::PreparedRequest& p) {
-      return std::array<const std::string*, 10>{&p.scope_kind,    &p.scope_id,   &p.source, &p.consumer,
-                                                &p.message_id,    &p.event_type, nullptr,   &p.canonical_payload,
-                                                &p.metadata_json, &p.fingerprint};
+      return std::array<const std::string*, 6>{&p.scope_kind, &p.scope_id,   &p.source,
+                                               &p.consumer,   &p.message_id, &p.event_type};
     };
-    // Room for each literal up front, without a pass over every byte to count escapes:
-    // the JSON columns (payload, metadata) quote every name and string, about a quarter
-    // of their bytes at most in practice; a literal that needs more grows once.
+    // Room for each literal up front, without a pass over every byte to count escapes
+    // (identities rarely hold a quote); a literal that needs more grows once.
     std::array<std::size_t, 12> sizes{};
     sizes.fill(2);
     for (const std::size_t i : leaders) {
       const auto& p = *prepared[i];
       const auto fields = text_of(p);
-      for (std::size_t c = 0; c < fields.size(); ++c) sizes[c] += fields[c] ? fields[c]->size() + 3 : 12;
-      sizes[7] += p.canonical_payload.size() / 4;
-      sizes[8] += p.metadata_json.size() / 4;
+      for (std::size_t c = 0; c < fields.size(); ++c) sizes[c] += fields[c]->size() + 3;
+      sizes[6] += 12;
+      sizes[7] += p.canonical_payload.size() + 1;
+      sizes[8] += p.metadata_json.size() + 1;
+      sizes[9] += p.fingerprint.size() + 3;
       sizes[10] += p.ordering_key ? p.ordering_key->size() + 3 : 5;
       sizes[11] += 12;
     }
     for (std::size_t c = 0; c < arrays.size(); ++c) arrays[c].reserve(sizes[c]);
+    payloads.reserve(sizes[7]);
+    metadata.reserve(sizes[8]);
+    payloads = "[";
+    metadata = "[";
     for (const std::size_t i : leaders) {
       const auto& p = *prepared[i];
       const auto fields = text_of(p);
-      for (std::size_t c = 0; c < fields.size(); ++c) {
-        if (fields[c])
-          arrays[c].add(std::string_view(*fields[c]));
-        else
-          arrays[c].add(std::int64_t{p.schema_version});
-      }
+      for (std::size_t c = 0; c < fields.size(); ++c) arrays[c].add(std::string_view(*fields[c]));
+      arrays[6].add(std::int64_t{p.schema_version});
+      if (payloads.size() > 1) payloads += ',';
+      payloads += p.canonical_payload;
+      if (metadata.size() > 1) metadata += ',';
+      metadata += p.metadata_json;
+      arrays[9].add(std::string_view(p.fingerprint));
       if (p.ordering_key)
         arrays[10].add(std::string_view(*p.ordering_key));
       else
@@ -173,7 +182,10 @@ struct BatchSlice {
       else
         arrays[11].add_null();
     }
-    for (std::size_t c = 0; c < columns.size(); ++c) columns[c] = std::move(arrays[c]).finish();
+    payloads += ']';
+    metadata += ']';
+    for (std::size_t c = 0; c < columns.size(); ++c)
+      if (c != 7 && c != 8) columns[c] = std::move(arrays[c]).finish();
   }
 };
 

@@ -58,7 +58,8 @@ WHERE consumer = $1
 // five text columns per batch). $1..$12 are one array per column (scope_kind, scope_id,
 // source, consumer, message_id, event_type, schema_version, payload, metadata,
 // fingerprint, ordering_key, park_after; the last two NULL for an unordered consumer, as
-// in kInsert), positions sorted by identity: the insert takes them in position order, so
+// in kInsert), payload and metadata as JSON arrays (their canonical text needs no escaping
+// there, unlike in a jsonb[] literal), positions sorted by identity: the insert takes them in position order, so
 // concurrent batches lock identities in one order and cannot deadlock. A plain INSERT ...
 // SELECT, at the cost of the raw unnest insert: wrapping it in a CTE to look up the skipped
 // positions in the same statement cost a third more per batch, even when nothing was
@@ -75,8 +76,8 @@ SELECT b.sk, b.si, b.src, b.c, b.m, b.et, b.sv, b.p, b.md, b.fp, b.ok, b.pa
 FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]),
                 pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]),
                 pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::text[]),
-                pg_catalog.unnest($7::integer[]), pg_catalog.unnest($8::jsonb[]),
-                pg_catalog.unnest($9::jsonb[]), pg_catalog.unnest($10::text[]),
+                pg_catalog.unnest($7::integer[]), pg_catalog.jsonb_array_elements($8::jsonb),
+                pg_catalog.jsonb_array_elements($9::jsonb), pg_catalog.unnest($10::text[]),
                 pg_catalog.unnest($11::text[]), pg_catalog.unnest($12::integer[]))
     WITH ORDINALITY AS b(sk, si, src, c, m, et, sv, p, md, fp, ok, pa, n)
 ORDER BY b.n

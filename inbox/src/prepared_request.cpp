@@ -68,17 +68,19 @@ std::string metadata_json(const Metadata& metadata) {
 }
 
 // The schema version's and park_after's elements (at most 11 bytes each with a separator,
-// NULL is shorter) and the twelve arrays' braces, so that one item alone is a whole
-// statement by this measure.
+// NULL is shorter) and the twelve arrays' braces or brackets, so that one item alone is a
+// whole statement by this measure.
 constexpr std::size_t kItemFixedBytes = 11 + 11 + 12 * 2;
 
 }  // namespace
 
 std::size_t batch_item_bytes(const PreparedRequest& p) {
   std::size_t bytes = kItemFixedBytes;
-  for (const auto* field : {&p.scope_kind, &p.scope_id, &p.source, &p.consumer, &p.message_id, &p.event_type,
-                            &p.canonical_payload, &p.metadata_json, &p.fingerprint})
+  for (const auto* field :
+       {&p.scope_kind, &p.scope_id, &p.source, &p.consumer, &p.message_id, &p.event_type, &p.fingerprint})
     bytes += PgArrayBuilder::element_bytes(*field);
+  // Payload and metadata are elements of JSON arrays, as they are, with a separator.
+  bytes += p.canonical_payload.size() + 1 + p.metadata_json.size() + 1;
   bytes += p.ordering_key ? PgArrayBuilder::element_bytes(*p.ordering_key) : 5;  // NULL and a separator
   return bytes;
 }

@@ -58,10 +58,11 @@ struct AcceptRules {
 ///   rules.max_statement_bytes, so it could never be stored.
 PreparedRequest prepare_request(const AcceptRequest& request, const AcceptRules& rules);
 
-/// The bytes `p` adds to accept_many's column arrays (one array literal per column,
-/// inbox_queries.hpp kInsertMany): every field as a quoted, escaped element with its
-/// separator, plus the arrays' braces. An item over the statement budget by this measure
-/// never fits.
+/// The bytes `p` adds to accept_many's column arrays (inbox_queries.hpp kInsertMany: one
+/// array literal per column, payload and metadata as one JSON array each): every field as
+/// an element with its separator (quoted and escaped in an array literal, as it is in a
+/// JSON array), plus the arrays' brackets. An item over the statement budget by this
+/// measure never fits.
 std::size_t batch_item_bytes(const PreparedRequest& p);
 
 /// Checks one identity-like text field: required, at most kMaxIdentityBytes, valid UTF-8

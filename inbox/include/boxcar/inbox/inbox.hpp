@@ -34,8 +34,8 @@ struct PreparedRequest;
 }  // namespace detail
 
 /// The largest InboxOptions::max_statement_bytes: accept_many's payloads travel as one
-/// jsonb[] array per statement, and PostgreSQL caps a value at 1 GB and a jsonb value at
-/// 256 MiB of its binary form, which can be several times the JSON text.
+/// jsonb array per statement, and PostgreSQL caps a value at 1 GB and a jsonb value at
+/// 256 MiB of its binary form, at most six times the JSON text (docs/schema.md).
 inline constexpr std::size_t kMaxStatementBytesCeiling = 32 * 1024 * 1024;
 /// The default InboxOptions::max_statement_bytes.
 inline constexpr std::size_t kDefaultMaxStatementBytes = 16 * 1024 * 1024;
@@ -54,7 +54,7 @@ struct InboxOptions {
   /// Payload limits: nesting depth and canonical size.
   CanonicalLimits payload_limits{};
   /// Byte budget of one statement: accept_many() sends a batch as statements of at most
-  /// this many bytes of array literals (in one transaction), and an item larger than it alone
+  /// this many bytes of parameter text (in one transaction), and an item larger than it alone
   /// (payload, metadata and identity; only when payload_limits.max_bytes allows such) is
   /// refused by accept() and accept_many() with INBOX_ITEM_TOO_LARGE. At most
   /// kMaxStatementBytesCeiling.
