@@ -50,11 +50,10 @@ std::string sha256_hex(std::string_view bytes) {
 }
 
 std::string content_fingerprint(std::string_view event_type, int schema_version, std::string_view canonical_payload) {
-  // Canonicalising the event type as a JSON string reuses the one JCS string escaper
-  // and its UTF-8/NUL checks; the error is re-pointed at the envelope member so the
-  // caller learns which input was wrong.
   // A plain type (the usual dotted name) is written as it is, the bytes canonicalize()
-  // would write, without building a JSON value.
+  // would write, without building a JSON value. Any other is canonicalised as a JSON
+  // string by the one JCS string escaper with its UTF-8/NUL checks; the error is
+  // re-pointed at the envelope member so the caller learns which input was wrong.
   std::string canonical_event_type;
   if (detail::is_plain_json_string(event_type)) {
     canonical_event_type.reserve(event_type.size() + 2);

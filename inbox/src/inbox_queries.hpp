@@ -59,11 +59,11 @@ WHERE consumer = $1
 // source, consumer, message_id, event_type, schema_version, payload, metadata,
 // fingerprint, ordering_key, park_after; the last two NULL for an unordered consumer, as
 // in kInsert), payload and metadata as JSON arrays (their canonical text needs no escaping
-// there, unlike in a jsonb[] literal), positions sorted by identity: the insert takes them in position order, so
-// concurrent batches lock identities in one order and cannot deadlock. A plain INSERT ...
-// SELECT, at the cost of the raw unnest insert: wrapping it in a CTE to look up the skipped
-// positions in the same statement cost a third more per batch, even when nothing was
-// skipped (docs/schema.md). A position the insert skipped is looked up by kLookupMany, a
+// there, unlike in a jsonb[] literal), positions sorted by identity: the insert takes them
+// in position order, so concurrent batches lock identities in one order and cannot
+// deadlock. A plain INSERT ... SELECT, at the cost of the raw unnest insert: wrapping it in
+// a CTE to look up the skipped positions in the same statement cost a third more per
+// batch, even when nothing was skipped (docs/schema.md). A position the insert skipped is looked up by kLookupMany, a
 // separate statement whose fresh snapshot also sees rows committed by a concurrent
 // inserter after this one began.
 //

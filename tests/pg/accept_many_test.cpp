@@ -467,3 +467,45 @@ TEST_CASE("metadata without headers is stored as the JSON object of its set fiel
     CHECK(nlohmann::json::parse(stored_row(db, "meta-" + std::to_string(i))["metadata"].as<std::string>()) == expected);
   }
 }
+
+TEST_CASE("accept_many stores payloads of every JSON kind, top-level scalars included, as accept does") {
+  TestDatabase db;
+  Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {"orders.v1"}, .notify = false});
+  // A statement's payloads travel as one JSON array: each element must come back as the
+  // payload it was, whatever its kind, and a top-level null must stay a JSON null.
+  const std::vector<nlohmann::json> payloads = {nullptr,
+                                                0,
+                                                -12.5,
+                                                "plain",
+                                                "q\"b\\s,]}",
+                                                true,
+                                                nlohmann::json::array(),
+                                                nlohmann::json::object(),
+                                                {1, {2, {3}}},
+                                                {{"a", nlohmann::json::array()}, {"b", {{"c", nullptr}}}}};
+  const auto make = [&](const std::string& path, std::size_t k) {
+    return AcceptRequest{.scope = Scope::tenant("t-1"),
+                         .source = "src",
+                         .consumer = "orders.v1",
+                         .message_id = path + "-" + std::to_string(k),
+                         .event_type = "order.created",
+                         .schema_version = 1,
+                         .payload = payloads[k]};
+  };
+  std::vector<AcceptRequest> batch;
+  for (std::size_t k = 0; k < payloads.size(); ++k) batch.push_back(make("many", k));
+  for (const auto& r : inbox.accept_many(batch)) CHECK(r.receipt().kind == Receipt::Kind::Accepted);
+  for (std::size_t k = 0; k < payloads.size(); ++k) {
+    INFO(payloads[k].dump());
+    CHECK(inbox.accept(make("single", k)).kind == Receipt::Kind::Accepted);
+    const auto many = stored_row(db, "many-" + std::to_string(k));
+    const auto single = stored_row(db, "single-" + std::to_string(k));
+    CHECK_FALSE(many["payload"].is_null());
+    CHECK(nlohmann::json::parse(many["payload"].as<std::string>()) == payloads[k]);
+    CHECK(many["payload"].as<std::string>() == single["payload"].as<std::string>());
+    CHECK(many["metadata"].as<std::string>() == single["metadata"].as<std::string>());
+    CHECK(many["fingerprint"].as<std::string>() == single["fingerprint"].as<std::string>());
+  }
+  // Their redeliveries are duplicates, not conflicts: the stored content is the same.
+  for (const auto& r : inbox.accept_many(batch)) CHECK(r.receipt().kind == Receipt::Kind::Duplicate);
+}
