@@ -35,7 +35,7 @@ struct PreparedRequest;
 
 /// The largest InboxOptions::max_statement_bytes: accept_many's payloads travel as one
 /// jsonb array per statement, and PostgreSQL caps a value at 1 GB and a jsonb value at
-/// 256 MiB of its binary form, at most six times the JSON text (docs/schema.md).
+/// 256 MiB of its binary form, up to about six times the JSON text (measured: docs/schema.md).
 inline constexpr std::size_t kMaxStatementBytesCeiling = 32 * 1024 * 1024;
 /// The default InboxOptions::max_statement_bytes.
 inline constexpr std::size_t kDefaultMaxStatementBytes = 16 * 1024 * 1024;
