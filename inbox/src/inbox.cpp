@@ -133,17 +133,18 @@ struct BatchSlice {
   std::size_t bytes = 0;
   std::array<std::string, 12> columns;
 
+  // kInsertMany's $8 and $9 (array positions 7 and 8): JSON arrays, the canonical texts
+  // joined, which need no escaping; every other column is an array literal.
+  static constexpr std::size_t kPayloads = 7, kMetadata = 8;
+  static constexpr bool is_json_column(std::size_t c) { return c == kPayloads || c == kMetadata; }
+
   void build_columns(const PreparedBatch& prepared) {
-    // Array literals for every column but payload and metadata ($8, $9): those are JSON
-    // arrays, the canonical texts joined, which need no escaping.
-    std::array<detail::PgArrayBuilder, 12> arrays;
-    std::string& payloads = columns[7];
-    std::string& metadata = columns[8];
+    std::array<detail::PgArrayBuilder, 12> arrays;  // the JSON columns' two stay unused
     const auto text_of = [](const detail::PreparedRequest& p) {
       return std::array<const std::string*, 6>{&p.scope_kind, &p.scope_id,   &p.source,
                                                &p.consumer,   &p.message_id, &p.event_type};
     };
-    // Room for each literal up front, without a pass over every byte to count escapes
+    // Room for each column up front, without a pass over every byte to count escapes
     // (identities rarely hold a quote); a literal that needs more grows once.
     std::array<std::size_t, 12> sizes{};
     sizes.fill(2);
@@ -152,26 +153,31 @@ struct BatchSlice {
       const auto fields = text_of(p);
       for (std::size_t c = 0; c < fields.size(); ++c) sizes[c] += fields[c]->size() + 3;
       sizes[6] += 12;
-      sizes[7] += p.canonical_payload.size() + 1;
-      sizes[8] += p.metadata_json.size() + 1;
+      sizes[kPayloads] += p.canonical_payload.size() + 1;
+      sizes[kMetadata] += p.metadata_json.size() + 1;
       sizes[9] += p.fingerprint.size() + 3;
       sizes[10] += p.ordering_key ? p.ordering_key->size() + 3 : 5;
       sizes[11] += 12;
     }
-    for (std::size_t c = 0; c < arrays.size(); ++c) arrays[c].reserve(sizes[c]);
-    payloads.reserve(sizes[7]);
-    metadata.reserve(sizes[8]);
-    payloads = "[";
-    metadata = "[";
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+      if (is_json_column(c)) {
+        columns[c].reserve(sizes[c]);
+        columns[c] = "[";
+      } else {
+        arrays[c].reserve(sizes[c]);
+      }
+    }
+    const auto append_json = [](std::string& array, const std::string& element) {
+      if (array.size() > 1) array += ',';
+      array += element;
+    };
     for (const std::size_t i : leaders) {
       const auto& p = *prepared[i];
       const auto fields = text_of(p);
       for (std::size_t c = 0; c < fields.size(); ++c) arrays[c].add(std::string_view(*fields[c]));
       arrays[6].add(std::int64_t{p.schema_version});
-      if (payloads.size() > 1) payloads += ',';
-      payloads += p.canonical_payload;
-      if (metadata.size() > 1) metadata += ',';
-      metadata += p.metadata_json;
+      append_json(columns[kPayloads], p.canonical_payload);
+      append_json(columns[kMetadata], p.metadata_json);
       arrays[9].add(std::string_view(p.fingerprint));
       if (p.ordering_key)
         arrays[10].add(std::string_view(*p.ordering_key));
@@ -182,10 +188,12 @@ struct BatchSlice {
       else
         arrays[11].add_null();
     }
-    payloads += ']';
-    metadata += ']';
-    for (std::size_t c = 0; c < columns.size(); ++c)
-      if (c != 7 && c != 8) columns[c] = std::move(arrays[c]).finish();
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+      if (is_json_column(c))
+        columns[c] += ']';
+      else
+        columns[c] = std::move(arrays[c]).finish();
+    }
   }
 };
 

@@ -63,9 +63,9 @@ WHERE consumer = $1
 // in position order, so concurrent batches lock identities in one order and cannot
 // deadlock. A plain INSERT ... SELECT, at the cost of the raw unnest insert: wrapping it in
 // a CTE to look up the skipped positions in the same statement cost a third more per
-// batch, even when nothing was skipped (docs/schema.md). A position the insert skipped is looked up by kLookupMany, a
-// separate statement whose fresh snapshot also sees rows committed by a concurrent
-// inserter after this one began.
+// batch, even when nothing was skipped (docs/schema.md). A position the insert skipped is
+// looked up by kLookupMany, a separate statement whose fresh snapshot also sees rows
+// committed by a concurrent inserter after this one began.
 //
 // kInsertMany's text; kInsertManyRide adds a column to its RETURNING list.
 inline constexpr char kInsertManyText[] = R"sql(
