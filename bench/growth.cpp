@@ -38,7 +38,9 @@
 // VACUUM): everything in the empty one, the open backlog in the loaded one; before each
 // collector measurement the empty one's tables are truncated (load_collector_backlog).
 // The last lines are `ratio CASE VALUE TARGET`, and `info CASE VALUE` for the informational
-// cases (docs/benchmarks.md).
+// cases (docs/benchmarks.md). With BOXCAR_BENCH_EXPLAIN=SUBSTRING set, each collector case
+// whose name contains it first prints both sides' EXPLAIN (ANALYZE, BUFFERS).
+#include <cstdlib>
 #include <optional>
 
 #include <librdkafka/rdkafka.h>
@@ -566,6 +568,30 @@ std::vector<CaseResult> measure_queries(const std::string& url, const std::vecto
   return results;
 }
 
+// BOXCAR_BENCH_EXPLAIN=SUBSTRING prints, before the collector cases whose name contains
+// it, each side's EXPLAIN (ANALYZE, BUFFERS) as the collector runs it: which pages the
+// loaded side reads that the empty one does not.
+void explain_queries(const std::string& url, const std::vector<QueryPair>& queries, const std::string& only) {
+  pqxx::connection c(url);
+  for (const auto& q : queries) {
+    if (q.name.find(only) == std::string::npos) continue;
+    for (const auto& [side, sql] : {std::pair{kEmpty, q.empty_sql}, std::pair{kLoaded, q.loaded_sql}}) {
+      pqxx::work tx(c);
+      tx.exec("SET LOCAL jit = off");
+      tx.exec("SET LOCAL enable_bitmapscan = off");
+      std::string bound = sql;
+      const std::string parameter = sql.find("$1::bigint") != std::string::npos
+                                        ? std::to_string(boxcar::BacklogOptions{}.exact_cap + 1)
+                                        : "'" + std::string(side) + "'";
+      for (auto at = bound.find("$1"); at != std::string::npos; at = bound.find("$1")) bound.replace(at, 2, parameter);
+      std::cout << "  explain " << q.name << " (" << side << "):\n";
+      for (const auto& row : tx.exec("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + bound))
+        std::cout << "    " << row[0].c_str() << "\n";
+    }
+  }
+  std::cout << std::flush;
+}
+
 // ---- one stage -------------------------------------------------------------------------
 
 std::vector<CaseResult> measure_stage(const std::string& url, const std::string& bootstrap, long long rows,
@@ -593,6 +619,7 @@ std::vector<CaseResult> measure_stage(const std::string& url, const std::string&
       pairs.push_back(
           {"growth_collector_" + prefix + empty_queries[i].name, empty_queries[i].sql, loaded_queries[i].sql});
     }
+    if (const char* only = std::getenv("BOXCAR_BENCH_EXPLAIN")) explain_queries(url, pairs, only);
     for (auto& r : measure_queries(url, pairs, kQueryDetail + at)) results.push_back(std::move(r));
   };
   collector("");

@@ -25,12 +25,14 @@ namespace boxcar::detail::backlog_sql {
 // of the index, in index order (ORDER BY the index's second column: a bitmap scan would
 // read every entry of the consumer before the LIMIT applies) (the collector passes its exact cap + 1: reading cap + 1 rows means
 // "above the cap", and the collector replaces the count with kInboxEstimates's). Cost:
-// one descent per consumer plus at most $1 index entries (and heap rows, where the
-// status or discarded_at must be read) per consumer, whatever the backlog.
+// one descent per consumer plus at most $1 index entries per consumer, whatever the
+// backlog: the indexes hold every column these read (0027-0031 INCLUDE the status and
+// discarded_at), so no heap page is read once vacuum has marked the pages all-visible,
+// wherever among retained rows the backlog landed.
 
-// Due and scheduled backlog per consumer, from inbox_receipts_claimable
-// (consumer, available_at) WHERE status IN ('PENDING', 'RETRYABLE'). $1 (bigint): rows
-// read per consumer at most.
+// Due and scheduled backlog per consumer, index-only scans of inbox_receipts_claimable
+// (consumer, available_at) INCLUDE (status) WHERE status IN ('PENDING', 'RETRYABLE'). $1
+// (bigint): rows read per consumer at most.
 // seen: rows read (= $1 when the consumer's backlog is above the cap).
 // oldest_due_age: exact, whatever the backlog: the index is ordered by available_at
 // within a consumer, so the oldest due row is the first entry at or before now() — one
@@ -164,11 +166,12 @@ WHERE k.blocked_since IS NOT NULL
 GROUP BY k.consumer
 )SQL";
 
-// DEAD receipts an operator has not discarded, per consumer, from inbox_receipts_dead
-// (consumer, updated_at) WHERE status = 'DEAD'. Discarded rows stay DEAD with
-// discarded_at set (0003_operations.sql); they are settled, so not counted (but read:
-// the skip scan and the capped scan pass over them). A consumer with only discarded
-// rows is left out. $1 (bigint): rows counted per consumer at most.
+// DEAD receipts an operator has not discarded, per consumer, index-only scans of
+// inbox_receipts_dead (consumer, updated_at) INCLUDE (discarded_at) WHERE status = 'DEAD'.
+// Discarded rows stay DEAD with discarded_at set (0003_operations.sql); they are settled,
+// so not counted (but read: the skip scan and the capped scan pass over their entries). A
+// consumer with only discarded rows is left out. $1 (bigint): rows counted per consumer at
+// most.
 inline constexpr std::string_view kInboxDead = R"SQL(
 WITH RECURSIVE consumers AS (
   (SELECT r.consumer

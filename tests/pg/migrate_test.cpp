@@ -10,6 +10,7 @@
 #include "boxcar/core/error.hpp"
 #include "boxcar/core/migrate.hpp"
 #include "boxcar/core/sql_identifier.hpp"
+#include "boxcar/testing/eventually.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;
@@ -155,6 +156,34 @@ TEST_CASE("claiming the next rows of a consumer is an index scan on the claimabl
   INFO(plan);
   CHECK(plan.find("inbox_receipts_claimable") != std::string::npos);
   CHECK(plan.find("Seq Scan") == std::string::npos);
+}
+
+TEST_CASE("vacuum of the inbox cleans its indexes when few pages hold dead rows, so every page ends all-visible") {
+  // PostgreSQL's default (vacuum_index_cleanup = auto) skips index vacuuming when fewer
+  // than 2% of the pages hold dead items, and a page that keeps one is never all-visible:
+  // index-only scans then read it from the heap. 0032 turns cleaning on for the inbox.
+  TestDatabase db;
+  db.query(
+      "INSERT INTO {schema}.inbox_receipts (scope_kind, source, consumer, message_id, event_type, "
+      "schema_version, payload, fingerprint, status, completed_at) "
+      "SELECT 'global', 's', 'c', 'm' || g, 'e', 1, '{}', repeat('a', 64), 'COMPLETED', now() "
+      "FROM generate_series(1, 20000) g");
+  db.query("VACUUM {schema}.inbox_receipts");
+  const std::int64_t pages = db.scalar("SELECT relpages FROM pg_class WHERE oid = '{schema}.inbox_receipts'::regclass");
+  REQUIRE(pages >= 200);
+  // Five dead rows on five pages: far below 2% of them.
+  db.query("DELETE FROM {schema}.inbox_receipts WHERE message_id IN ('m1', 'm5000', 'm10000', 'm15000', 'm20000')");
+  // Other tests share the cluster: a snapshot of theirs can keep the rows from being
+  // removable for a moment, so vacuum runs until the pages are all-visible. Without 0032
+  // they never are, however often it runs.
+  const auto all_visible = [&] {
+    db.query("VACUUM {schema}.inbox_receipts");
+    return db.scalar("SELECT relpages - relallvisible FROM pg_class WHERE oid = '{schema}.inbox_receipts'::regclass") ==
+           0;
+  };
+  CHECK(boxcar::testing::eventually(all_visible, std::chrono::seconds(30)));
+  CHECK(db.scalar("SELECT count(*) FROM pg_class WHERE oid = '{schema}.inbox_receipts'::regclass AND "
+                  "'vacuum_index_cleanup=on' = ANY (reloptions)") == 1);
 }
 
 TEST_CASE("the suspect lane's claim and probe are index scans on the suspects index") {

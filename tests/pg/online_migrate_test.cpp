@@ -397,6 +397,99 @@ TEST_CASE("accept keeps working while migrate builds an index concurrently on a 
                       " WHERE message_id LIKE 'during-migration-%'") == 20);
 }
 
+TEST_CASE(
+    "the inbox's claimable and DEAD indexes become covering under their old names, built and dropped concurrently, "
+    "every receipt kept") {
+  PartialSchema db(26);
+  const auto exec = [&](const std::string& sql) {
+    pqxx::connection c(db.url());
+    pqxx::nontransaction(c).exec(sql);
+  };
+  // Retained, claimable, retrying and DEAD receipts (one DEAD discarded), all of one consumer.
+  exec("INSERT INTO " + db.q("inbox_receipts") +
+       " (scope_kind, source, consumer, message_id, event_type, schema_version, payload, fingerprint, status, "
+       "completed_at, dead_reason, discarded_at) SELECT 'global', 's', 'c', 'm' || g, 'e', 1, '{}', repeat('a', 64), "
+       "s.status, CASE WHEN s.status = 'COMPLETED' THEN now() END, CASE WHEN s.status = 'DEAD' THEN 'x' END, "
+       "CASE WHEN g = 1000 THEN now() END FROM generate_series(1, 1000) g CROSS JOIN LATERAL (SELECT CASE "
+       "WHEN g % 10 = 1 THEN 'PENDING' WHEN g % 10 = 2 THEN 'RETRYABLE' WHEN g % 100 = 0 THEN 'DEAD' "
+       "ELSE 'COMPLETED' END AS status) AS s");
+  const auto definition = [&](const std::string& index) {
+    return db.scalar("SELECT count(*) FROM " + index_definitions_of(db.schema()) + " WHERE indexname = '" + index +
+                     "'") == 1
+               ? db.scalar("SELECT count(*) FROM " + index_definitions_of(db.schema()) + " WHERE indexname = '" +
+                           index + "' AND indexdef LIKE '%INCLUDE%'") == 1
+                     ? std::string("covering")
+                     : std::string("plain")
+               : std::string("absent");
+  };
+  REQUIRE(definition("inbox_receipts_claimable") == "plain");
+  REQUIRE(definition("inbox_receipts_dead") == "plain");
+
+  std::vector<MigrationStep> steps;
+  const auto record_step = [&](const MigrationStep& step) { steps.push_back(step); };
+  // 0027-0028: the covering indexes are built beside the old ones.
+  CHECK(migrate(db.url(), {.schema = db.schema(), .target_version = 28, .before_step = record_step}).applied ==
+        std::vector<int>{27, 28});
+  CHECK(definition("inbox_receipts_claimable") == "plain");
+  CHECK(definition("inbox_receipts_claimable_covering") == "covering");
+  CHECK(definition("inbox_receipts_dead_covering") == "covering");
+  // 0029-0030: the old ones are dropped; the claims and the backlog figures read the new
+  // ones meanwhile.
+  CHECK(migrate(db.url(), {.schema = db.schema(), .target_version = 30, .before_step = record_step}).applied ==
+        std::vector<int>{29, 30});
+  CHECK(definition("inbox_receipts_claimable") == "absent");
+  CHECK(definition("inbox_receipts_dead") == "absent");
+  // 0031 on: the covering indexes carry the old names.
+  CHECK(migrate(db.url(), {.schema = db.schema(), .before_step = record_step}).applied == versions_from(31));
+  REQUIRE(steps.size() >= 5);
+  for (std::size_t i = 0; i < 4; ++i) CHECK_FALSE(steps[i].transactional);
+  CHECK(steps[4].transactional);
+  CHECK(definition("inbox_receipts_claimable") == "covering");
+  CHECK(definition("inbox_receipts_dead") == "covering");
+  CHECK(definition("inbox_receipts_claimable_covering") == "absent");
+  CHECK(definition("inbox_receipts_dead_covering") == "absent");
+  CHECK(db.scalar("SELECT count(*) FROM " + index_definitions_of(db.schema()) +
+                  " WHERE indexname = 'inbox_receipts_claimable' AND indexdef LIKE "
+                  "'%(consumer, available_at) INCLUDE (status) WHERE (status = ANY (ARRAY[''PENDING''::text, "
+                  "''RETRYABLE''::text]))'") == 1);
+  CHECK(db.scalar("SELECT count(*) FROM " + index_definitions_of(db.schema()) +
+                  " WHERE indexname = 'inbox_receipts_dead' AND indexdef LIKE "
+                  "'%(consumer, updated_at) INCLUDE (discarded_at) WHERE (status = ''DEAD''::text)'") == 1);
+  CHECK(db.scalar("SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON "
+                  "n.oid = c.relnamespace WHERE n.nspname = '" +
+                  db.schema() + "' AND NOT (i.indisvalid AND i.indisready)") == 0);
+
+  // Every receipt is still there, and the counts the collector takes are index-only now.
+  CHECK(db.scalar("SELECT count(*) FROM " + db.q("inbox_receipts")) == 1000);
+  exec("VACUUM (ANALYZE) " + db.q("inbox_receipts"));
+  pqxx::connection c(db.url());
+  pqxx::work tx(c);
+  tx.exec("SET LOCAL enable_bitmapscan = off");
+  tx.exec("SET LOCAL enable_seqscan = off");
+  const auto plan_of = [&](const std::string& sql) {
+    std::string plan;
+    for (const auto& row : tx.exec("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + sql))
+      plan += std::string(row[0].c_str()) + "\n";
+    return plan;
+  };
+  const auto claimable = plan_of("SELECT count(*) FILTER (WHERE status = 'RETRYABLE') FROM " + db.q("inbox_receipts") +
+                                 " WHERE consumer = 'c' AND status IN ('PENDING', 'RETRYABLE')");
+  INFO(claimable);
+  CHECK(claimable.find("Index Only Scan using inbox_receipts_claimable on") != std::string::npos);
+  CHECK(claimable.find("Heap Fetches: 0") != std::string::npos);
+  const auto dead = plan_of("SELECT count(*) FROM " + db.q("inbox_receipts") +
+                            " WHERE consumer = 'c' AND status = 'DEAD' AND discarded_at IS NULL");
+  INFO(dead);
+  CHECK(dead.find("Index Only Scan using inbox_receipts_dead on") != std::string::npos);
+  CHECK(dead.find("Heap Fetches: 0") != std::string::npos);
+  CHECK(tx.exec1("SELECT count(*) FILTER (WHERE status = 'RETRYABLE') FROM " + db.q("inbox_receipts") +
+                 " WHERE consumer = 'c' AND status IN ('PENDING', 'RETRYABLE')")[0]
+            .as<int>() == 100);
+  CHECK(tx.exec1("SELECT count(*) FROM " + db.q("inbox_receipts") +
+                 " WHERE consumer = 'c' AND status = 'DEAD' AND discarded_at IS NULL")[0]
+            .as<int>() == 9);
+}
+
 TEST_CASE("boxcar migrate accepts a schema a newer build migrated compatibly and refuses an incompatible one") {
   TestDatabase db;
   const int build = latest_migration_version();

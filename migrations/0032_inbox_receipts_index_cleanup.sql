@@ -1,0 +1,18 @@
+-- boxcar:compatible-with 26
+-- Vacuum of the inbox always cleans its indexes. PostgreSQL 15 skips index vacuuming when
+-- fewer than 2% of a table's pages hold dead items (vacuum_index_cleanup = auto); those
+-- dead line pointers then stay in the heap, and a page that holds one is never marked
+-- all-visible. In an inbox with many retained receipts that is the usual case: a claimed
+-- and completed backlog leaves dead items on a few pages among many, and new receipts
+-- land in the free space of exactly those pages. Index-only scans (the backlog
+-- collector's counts since 0027-0031) then read the heap for every such receipt, and
+-- claims walk the index entries of receipts long finished: a backlog of 2,400 beside
+-- 2,000,000 retained read 2,204 heap pages per count where the same backlog on an empty
+-- table read none (docs/benchmarks.md, "Twenty-fourth session"). Cleaning costs each
+-- vacuum a scan of the table's indexes: 0.73 s instead of 0.31 s for that 1.8 GB table
+-- with 479 MB of indexes (cached). A storage parameter only: SHARE UPDATE EXCLUSIVE for an
+-- instant, no rewrite. To restore PostgreSQL's default on a table too large to scan its
+-- indexes that often: ALTER TABLE inbox_receipts RESET (vacuum_index_cleanup)
+-- (docs/operations.md). A binary that knows 0026 reads no storage parameter: compatible
+-- with 26.
+ALTER TABLE inbox_receipts SET (vacuum_index_cleanup = on);
