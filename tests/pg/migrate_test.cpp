@@ -181,7 +181,7 @@ TEST_CASE("vacuum of the inbox cleans its indexes when few pages hold dead rows,
     return db.scalar("SELECT relpages - relallvisible FROM pg_class WHERE oid = '{schema}.inbox_receipts'::regclass") ==
            0;
   };
-  CHECK(boxcar::testing::eventually(all_visible, std::chrono::seconds(30)));
+  CHECK(boxcar::testing::eventually(all_visible, std::chrono::seconds(60)));
   CHECK(db.scalar("SELECT count(*) FROM pg_class WHERE oid = '{schema}.inbox_receipts'::regclass AND "
                   "'vacuum_index_cleanup=on' = ANY (reloptions)") == 1);
 }
