@@ -480,16 +480,18 @@ void load_collector_backlog(const std::string& url) {
   admin.checkpoint();
 }
 
-// One prepared collector query on its own connection, bound as the collector binds it:
-// the capped counts' $1::bigint to the default cap, any other $1 to the schema name.
+// A collector query's parameter, bound as the collector binds it: the capped counts'
+// $1::bigint to the default cap, any other $1 to the schema name.
+std::optional<std::string> collector_parameter(const std::string& sql, const char* schema) {
+  if (sql.find("$1::bigint") != std::string::npos) return std::to_string(boxcar::BacklogOptions{}.exact_cap);
+  if (sql.find("$1") != std::string::npos) return std::string(schema);
+  return std::nullopt;
+}
+
 class QueryRunner {
  public:
   QueryRunner(const std::string& url, const char* schema, const std::string& sql)
-      : connection_(url),
-        parameter_(sql.find("$1::bigint") != std::string::npos
-                       ? std::optional<std::string>(std::to_string(boxcar::BacklogOptions{}.exact_cap))
-                   : sql.find("$1") != std::string::npos ? std::optional<std::string>(schema)
-                                                         : std::nullopt) {
+      : connection_(url), parameter_(collector_parameter(sql, schema)) {
     connection_.prepare("q", sql);
     for (int i = 0; i < 3; ++i) seconds();  // warm: plan cached, pages in shared buffers
   }
@@ -569,24 +571,22 @@ std::vector<CaseResult> measure_queries(const std::string& url, const std::vecto
 }
 
 // BOXCAR_BENCH_EXPLAIN=SUBSTRING prints, before the collector cases whose name contains
-// it, each side's EXPLAIN (ANALYZE, BUFFERS) as the collector runs it: which pages the
-// loaded side reads that the empty one does not.
+// it, each side's EXPLAIN (ANALYZE, BUFFERS) of the statement as QueryRunner prepares and
+// binds it: which pages the loaded side reads that the empty one does not.
 void explain_queries(const std::string& url, const std::vector<QueryPair>& queries, const std::string& only) {
   pqxx::connection c(url);
   for (const auto& q : queries) {
     if (q.name.find(only) == std::string::npos) continue;
     for (const auto& [side, sql] : {std::pair{kEmpty, q.empty_sql}, std::pair{kLoaded, q.loaded_sql}}) {
-      pqxx::work tx(c);
-      tx.exec("SET LOCAL jit = off");
-      tx.exec("SET LOCAL enable_bitmapscan = off");
-      std::string bound = sql;
-      const std::string parameter = sql.find("$1::bigint") != std::string::npos
-                                        ? std::to_string(boxcar::BacklogOptions{}.exact_cap + 1)
-                                        : "'" + std::string(side) + "'";
-      for (auto at = bound.find("$1"); at != std::string::npos; at = bound.find("$1")) bound.replace(at, 2, parameter);
+      c.prepare("explained", sql);
+      c.prepare_now("explained");  // server side now: EXECUTE below names it in SQL
+      pqxx::nontransaction n(c);
+      const auto parameter = collector_parameter(sql, side);
       std::cout << "  explain " << q.name << " (" << side << "):\n";
-      for (const auto& row : tx.exec("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + bound))
+      for (const auto& row : n.exec("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE explained" +
+                                    (parameter ? "(" + n.quote(*parameter) + ")" : std::string())))
         std::cout << "    " << row[0].c_str() << "\n";
+      c.unprepare("explained");
     }
   }
   std::cout << std::flush;
