@@ -2,14 +2,21 @@
 // status that tells a webhook sender whether to stop (2xx), give up (4xx) or redeliver (503).
 #include "webhook_server.hpp"
 
+#include <arpa/inet.h>
 #include <civetweb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <variant>
 
 #include <nlohmann/json.hpp>
@@ -69,6 +76,37 @@ std::string wire_field(const std::string& inbox_field) {
 int log_message(const mg_connection*, const char* message) {
   boxcar::logger("webhook")->warn("http: {}", message ? message : "");
   return 1;  // handled: civetweb prints nothing itself
+}
+
+/// mg_stop() without its wait: civetweb 1.15 sees the stop request only when its accept
+/// loop's 2-second poll returns, so a connection attempt to our own port on IPv4 loopback,
+/// every 10 ms until mg_stop() returns, ends that poll at once. civetweb checks its stop
+/// flag before it accepts: the attempts are never served. (The webhook listens on IPv4;
+/// on another address mg_stop() takes its 2 s.)
+void stop_server(mg_context* context, int port) noexcept {
+  std::atomic<bool> stopped{false};
+  const auto wake = [&] {
+    sockaddr_in loopback{};
+    loopback.sin_family = AF_INET;
+    loopback.sin_port = htons(static_cast<std::uint16_t>(port));
+    loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    while (!stopped.load()) {
+      if (const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0); fd >= 0) {
+        (void)::connect(fd, reinterpret_cast<const sockaddr*>(&loopback), sizeof loopback);
+        ::close(fd);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  };
+  std::thread waker;
+  try {
+    waker = std::thread(wake);
+  } catch (const std::system_error&) {
+    // No thread to spare: mg_stop() takes its time.
+  }
+  mg_stop(context);
+  stopped = true;
+  if (waker.joinable()) waker.join();
 }
 
 /// The key id: the one path segment after kPath (`/webhooks/orders/<tenant>`), or empty
@@ -311,7 +349,7 @@ Server::Server(boxcar::Inbox& inbox, ServerOptions options) {
 }
 
 Server::~Server() {
-  if (impl_ && impl_->context) mg_stop(impl_->context);
+  if (impl_ && impl_->context) stop_server(impl_->context, impl_->port);
 }
 
 int Server::port() const noexcept { return impl_->port; }

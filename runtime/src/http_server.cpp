@@ -13,6 +13,7 @@
 #include "boxcar/core/error.hpp"
 #include "boxcar/core/logging.hpp"
 #include "boxcar/core/redaction.hpp"
+#include "civetweb_stop.hpp"
 
 namespace boxcar {
 
@@ -164,7 +165,7 @@ HttpServer::HttpServer(HttpOptions options, std::shared_ptr<Metrics> metrics,
 }
 
 HttpServer::~HttpServer() {
-  if (impl_ && impl_->context) mg_stop(impl_->context);
+  if (impl_ && impl_->context) detail::stop_promptly(impl_->context);
 }
 
 int HttpServer::port() const { return impl_->port; }
