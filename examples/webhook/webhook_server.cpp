@@ -80,9 +80,10 @@ int log_message(const mg_connection*, const char* message) {
 
 /// mg_stop() without its wait: civetweb 1.15 sees the stop request only when its accept
 /// loop's 2-second poll returns, so a connection attempt to our own port on IPv4 loopback,
-/// every 10 ms until mg_stop() returns, ends that poll at once. civetweb checks its stop
-/// flag before it accepts: the attempts are never served. (The webhook listens on IPv4;
-/// on another address mg_stop() takes its 2 s.)
+/// every 10 ms until mg_stop() returns, ends that poll at once. The attempts carry no
+/// request, so nothing is served. (The webhook listens on IPv4; on another address
+/// mg_stop() takes its 2 s.) Boxcar's runtime does the same for its endpoint in a private
+/// helper; this example, like an application, uses Boxcar's public targets only.
 void stop_server(mg_context* context, int port) noexcept {
   std::atomic<bool> stopped{false};
   const auto wake = [&] {

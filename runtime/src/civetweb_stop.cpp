@@ -17,23 +17,24 @@ namespace {
 
 // A connection attempt to the port on loopback, closed at once: enough to end a poll on
 // the listening socket. Failures are ignored (then mg_stop() just takes its time).
+// (mg_server_port::protocol 2 is IPv6 only; 1 and 3, IPv4 or both, take IPv4.)
 void poke(const mg_server_port& port) {
-  const bool v6 = port.protocol == 2;
-  const int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_in6 v6{};
+  sockaddr_in v4{};
+  const bool ipv6 = port.protocol == 2;
+  const auto number = htons(static_cast<std::uint16_t>(port.port));
+  v6.sin6_family = AF_INET6;
+  v6.sin6_port = number;
+  v6.sin6_addr = in6addr_loopback;
+  v4.sin_family = AF_INET;
+  v4.sin_port = number;
+  v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int fd = ::socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return;
-  if (v6) {
-    sockaddr_in6 address{};
-    address.sin6_family = AF_INET6;
-    address.sin6_port = htons(static_cast<std::uint16_t>(port.port));
-    address.sin6_addr = in6addr_loopback;
-    (void)::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address);
-  } else {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(port.port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    (void)::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address);
-  }
+  if (ipv6)
+    (void)::connect(fd, reinterpret_cast<const sockaddr*>(&v6), sizeof v6);
+  else
+    (void)::connect(fd, reinterpret_cast<const sockaddr*>(&v4), sizeof v4);
   ::close(fd);
 }
 
