@@ -33,13 +33,20 @@
 //   growth_collector_*   each query of BacklogCollector::queries(schema), over the same small
 //                        backlog in both schemas (1/fastest execution, median of 5 rounds spread over time),
 //                        first on a fresh backlog, then again after the churn (after_churn_*,
-//                        no ratio line).
+//                        no ratio line). Timed with this thread and every query's backend
+//                        on one CPU (PinnedToOneCpu). Before each run, where the claimable
+//                        backlog sits (heap and visibility-map pages) is printed;
+//   growth_collector_inbox_claimable_accept_order  the claimable count over a backlog whose
+//                        due times follow its insertion order (informational; BacklogOrder).
 // Between measurements both schemas lose what they do not retain the same way (DELETE,
 // VACUUM): everything in the empty one, the open backlog in the loaded one; before each
 // collector measurement the empty one's tables are truncated (load_collector_backlog).
 // The last lines are `ratio CASE VALUE TARGET`, and `info CASE VALUE` for the informational
 // cases (docs/benchmarks.md). With BOXCAR_BENCH_EXPLAIN=SUBSTRING set, each collector case
-// whose name contains it first prints both sides' EXPLAIN (ANALYZE, BUFFERS).
+// whose name contains it first prints both sides' EXPLAIN (ANALYZE, BUFFERS), custom and
+// generic plan, and after each round one execution of the plan its runner uses.
+#include <sched.h>
+
 #include <cstdlib>
 #include <optional>
 
@@ -52,6 +59,7 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -102,10 +110,14 @@ constexpr long long kDefaultRows = 2'000'000;
 std::string table(const char* schema, const char* name) { return std::string(schema) + "." + name; }
 
 // The cases printed as `info CASE VALUE`, without a target: the idle claim (what vacuum
-// has not reached yet) and the publisher during the two days after the partitioning migration.
+// has not reached yet), the publisher during the two days after the partitioning
+// migration, and the claimable count over a backlog in accept order (BacklogOrder).
 constexpr const char* kIdleClaimCase = "growth_idle_claim";
 constexpr const char* kPublisherLegacyCase = "growth_publisher_legacy";
-bool informational(const std::string& name) { return name == kIdleClaimCase || name == kPublisherLegacyCase; }
+constexpr const char* kClaimableAcceptOrderCase = "growth_collector_inbox_claimable_accept_order";
+bool informational(const std::string& name) {
+  return name == kIdleClaimCase || name == kPublisherLegacyCase || name == kClaimableAcceptOrderCase;
+}
 
 // ---- loading retained rows -------------------------------------------------------------
 
@@ -431,11 +443,21 @@ Measurement publish(const std::string& url, const std::string& bootstrap, const 
 
 // ---- backlog collector queries ---------------------------------------------------------
 
+// How the collector backlog's due times relate to the order its rows are inserted in.
+// permuted: row g is due (g mod 600) s ago, so a consumer's receipts in due order (the
+// claimable index's order) jump between rows inserted far apart: the worst case for an
+// index-only scan whose rows sit among retained ones (the ratio lines). accept_order: due
+// times rise with g, as PENDING receipts' do when accept() records them one after the
+// other (available_at = the time of the accept): index order follows insertion order.
+enum class BacklogOrder { permuted, accept_order };
+
 // The same small backlog in both schemas: PENDING and RETRYABLE receipts over 4
 // consumers, some PROCESSING and DEAD; PENDING, PUBLISHING and DEAD events. Rows have the
 // retained rows' sizes: much smaller rows would each fit in the few hundred bytes a full
 // retained page has left, one per page (docs/benchmarks.md, "Free space").
-void load_collector_backlog(const std::string& url) {
+void load_collector_backlog(const std::string& url, BacklogOrder order = BacklogOrder::permuted) {
+  const std::string due = order == BacklogOrder::permuted ? "now() - (g % 600) * interval '1 second'"
+                                                          : "now() - (2401 - g) * interval '250 milliseconds'";
   Admin admin(url);
   admin.exec(kShapes);
   for (const char* schema : {kEmpty, kLoaded}) {
@@ -456,7 +478,9 @@ void load_collector_backlog(const std::string& url) {
         " (scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, payload, "
         "fingerprint, status, available_at, claim_token, lease_expires_at, dead_reason, attempts) "
         "SELECT 'tenant', 'tenant-' || (g % 50), 'backlog', 'c' || (g % 4), 'b-' || g, 'e', 1, sh.payload, "
-        "sh.fingerprint, s, now() - (g % 600) * interval '1 second', "
+        "sh.fingerprint, s, " +
+        due +
+        ", "
         "CASE WHEN s = 'PROCESSING' THEN gen_random_uuid() END, "
         "CASE WHEN s = 'PROCESSING' THEN now() + interval '1 hour' END, "
         "CASE WHEN s = 'DEAD' THEN 'HANDLER_PERMANENT' END, 1 "
@@ -480,6 +504,28 @@ void load_collector_backlog(const std::string& url) {
   admin.checkpoint();
 }
 
+// Where each schema's claimable backlog sits: its rows, the heap pages and visibility-map
+// pages they are on (one map page per 32,672 heap pages of 8 kB), and how often a scan in
+// the claimable index's order (consumer, available_at) passes to another map page. An
+// index-only scan checks each entry's page in the map and keeps one map page pinned, so
+// every pass is one more buffer lookup (docs/benchmarks.md, "Twenty-fourth session").
+std::string claimable_layout(const std::string& url) {
+  pqxx::connection c(url);
+  pqxx::nontransaction n(c);
+  std::string out;
+  for (const char* schema : {kEmpty, kLoaded}) {
+    const auto row = n.exec1(
+        "SELECT count(*), count(DISTINCT page), count(DISTINCT page / 32672), "
+        "count(*) FILTER (WHERE page / 32672 IS DISTINCT FROM previous) "
+        "FROM (SELECT page, lag(page / 32672) OVER (PARTITION BY consumer ORDER BY available_at, ctid) AS previous "
+        "FROM (SELECT consumer, available_at, ctid, (ctid::text::point)[0]::bigint AS page FROM " +
+        table(schema, "inbox_receipts") + " WHERE status IN ('PENDING', 'RETRYABLE')) AS r) AS l");
+    out += std::string(out.empty() ? "" : "; ") + schema + ": " + row[0].c_str() + " rows on " + row[1].c_str() +
+           " heap pages under " + row[2].c_str() + " map pages, " + row[3].c_str() + " map-page changes in index order";
+  }
+  return out;
+}
+
 // A collector query's parameter, bound as the collector binds it: the capped counts'
 // $1::bigint to the default cap, any other $1 to the schema name.
 std::optional<std::string> collector_parameter(const std::string& sql, const char* schema) {
@@ -495,6 +541,7 @@ class QueryRunner {
     connection_.prepare("q", sql);
     for (int i = 0; i < 3; ++i) seconds();  // warm: plan cached, pages in shared buffers
   }
+  int backend_pid() const { return connection_.backendpid(); }
   // One execution's wall time.
   double seconds() {
     const auto start = Clock::now();
@@ -505,6 +552,31 @@ class QueryRunner {
       n.exec_prepared("q");
     return since(start);
   }
+  // One execution of this connection's prepared statement as it runs now (custom or the
+  // cached generic plan), summed up: for BOXCAR_BENCH_EXPLAIN.
+  std::string analyzed() {
+    pqxx::nontransaction n(connection_);
+    double planning = 0, execution = 0;
+    long long heap_fetches = 0;
+    std::string buffers, plan;
+    for (const auto& row : n.exec("EXPLAIN (ANALYZE, BUFFERS) EXECUTE q" +
+                                  (parameter_ ? "(" + n.quote(*parameter_) + ")" : std::string()))) {
+      const std::string line = row[0].c_str();
+      plan += "      " + line + "\n";
+      if (const auto at = line.find("Heap Fetches: "); at != std::string::npos)
+        heap_fetches += std::stoll(line.substr(at + 14));
+      if (const auto at = line.find("Planning Time: "); at != std::string::npos)
+        planning = std::stod(line.substr(at + 15));
+      if (const auto at = line.find("Execution Time: "); at != std::string::npos)
+        execution = std::stod(line.substr(at + 16));
+      if (const auto at = line.find("Buffers: "); at != std::string::npos && buffers.empty())
+        buffers = line.substr(at + 9);
+    }
+    const auto counts = n.exec1("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'q'");
+    return "planning " + fixed(planning, 3) + " ms, execution " + fixed(execution, 3) + " ms, buffers " + buffers +
+           ", heap fetches " + std::to_string(heap_fetches) + ", generic plans " + counts[0].c_str() + ", custom " +
+           counts[1].c_str() + "\n" + plan;
+  }
 
  private:
   pqxx::connection connection_;
@@ -514,6 +586,43 @@ class QueryRunner {
 // One query of both schemas, as one case.
 struct QueryPair {
   std::string name, empty_sql, loaded_sql;
+};
+
+// This thread and the given backends on the CPU this thread runs on, for as long as it
+// lives. A query's round trip wakes its backend and then this thread: on 2 cores, whether
+// a backend sits on this thread's core or on the other changed its round trips by up to
+// 2x for seconds at a time, one connection but not its neighbour (docs/benchmarks.md,
+// "Twenty-sixth session"). On one core both sides' round trips take the same path.
+// Without the right to move the backends (they belong to the server's user), nothing is
+// pinned and a line says so.
+class PinnedToOneCpu {
+ public:
+  explicit PinnedToOneCpu(const std::vector<int>& backends) {
+    if (sched_getaffinity(0, sizeof previous_, &previous_) != 0) return;
+    const int cpu = sched_getcpu();
+    if (cpu < 0) return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    for (std::size_t i = 0; i < backends.size(); ++i) {
+      if (sched_setaffinity(backends[i], sizeof one, &one) != 0) {
+        // Both sides unpinned alike: the backends pinned so far get this thread's CPUs back.
+        for (std::size_t j = 0; j < i; ++j) sched_setaffinity(backends[j], sizeof previous_, &previous_);
+        std::cout << "  (query timing unpinned: cannot set the backends' CPU affinity)" << std::endl;
+        return;
+      }
+    }
+    pinned_ = sched_setaffinity(0, sizeof one, &one) == 0;
+  }
+  ~PinnedToOneCpu() {
+    if (pinned_) sched_setaffinity(0, sizeof previous_, &previous_);
+  }
+  PinnedToOneCpu(const PinnedToOneCpu&) = delete;
+  PinnedToOneCpu& operator=(const PinnedToOneCpu&) = delete;
+
+ private:
+  cpu_set_t previous_{};
+  bool pinned_ = false;
 };
 
 // Queries of both schemas, each in kQueryRounds rounds of kQueryRuns executions per side,
@@ -535,6 +644,12 @@ std::vector<CaseResult> measure_queries(const std::string& url, const std::vecto
                          std::make_unique<QueryRunner>(url, kLoaded, q.loaded_sql));
     results.push_back({.name = q.name, .detail = detail});
   }
+  std::vector<int> backends;
+  for (const auto& [empty, loaded] : runners) {
+    backends.push_back(empty->backend_pid());
+    backends.push_back(loaded->backend_pid());
+  }
+  const PinnedToOneCpu pinned(backends);
   std::vector<std::vector<double>> empty_medians(queries.size()), loaded_medians(queries.size());
   for (int round = 0; round < kQueryRounds; ++round) {
     for (std::size_t q = 0; q < queries.size(); ++q) {
@@ -553,6 +668,12 @@ std::vector<CaseResult> measure_queries(const std::string& url, const std::vecto
       results[q].boxcar.push_back(1 / *std::min_element(loaded_s.begin(), loaded_s.end()));
       empty_medians[q].push_back(boxcar::bench::median(empty_s));
       loaded_medians[q].push_back(boxcar::bench::median(loaded_s));
+      if (const char* only = std::getenv("BOXCAR_BENCH_EXPLAIN");
+          only && queries[q].name.find(only) != std::string::npos)
+        std::cout << "  " << queries[q].name << " round " << round + 1 << " fastest "
+                  << fixed(1000 * *std::min_element(empty_s.begin(), empty_s.end()), 3) << " / "
+                  << fixed(1000 * *std::min_element(loaded_s.begin(), loaded_s.end()), 3)
+                  << " ms; then empty: " << empty->analyzed() << "    loaded: " << loaded->analyzed();
     }
   }
   for (std::size_t q = 0; q < queries.size(); ++q) {
@@ -582,10 +703,16 @@ void explain_queries(const std::string& url, const std::vector<QueryPair>& queri
       c.prepare_now("explained");  // server side now: EXECUTE below names it in SQL
       pqxx::nontransaction n(c);
       const auto parameter = collector_parameter(sql, side);
-      std::cout << "  explain " << q.name << " (" << side << "):\n";
-      for (const auto& row : n.exec("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE explained" +
-                                    (parameter ? "(" + n.quote(*parameter) + ")" : std::string())))
-        std::cout << "    " << row[0].c_str() << "\n";
+      // Both plans a prepared statement can run: the custom one of its first executions,
+      // and the generic one PostgreSQL may switch to from the sixth on.
+      for (const char* mode : {"force_custom_plan", "force_generic_plan"}) {
+        n.exec0(std::string("SET plan_cache_mode = ") + mode);
+        std::cout << "  explain " << q.name << " (" << side << ", " << mode << "):\n";
+        for (const auto& row : n.exec("EXPLAIN (ANALYZE, BUFFERS) EXECUTE explained" +
+                                      (parameter ? "(" + n.quote(*parameter) + ")" : std::string())))
+          std::cout << "    " << row[0].c_str() << "\n";
+      }
+      n.exec0("RESET plan_cache_mode");
       c.unprepare("explained");
     }
   }
@@ -609,6 +736,7 @@ std::vector<CaseResult> measure_stage(const std::string& url, const std::string&
   // (informational, no ratio line: see docs/benchmarks.md, "Heap locality").
   const auto collector = [&](const std::string& prefix) {
     load_collector_backlog(url);
+    std::cout << "  " << prefix << "claimable backlog: " << claimable_layout(url) << std::endl;
     const auto empty_queries = boxcar::BacklogCollector::queries(kEmpty);
     const auto loaded_queries = boxcar::BacklogCollector::queries(kLoaded);
     std::vector<QueryPair> pairs;
@@ -623,6 +751,21 @@ std::vector<CaseResult> measure_stage(const std::string& url, const std::string&
     for (auto& r : measure_queries(url, pairs, kQueryDetail + at)) results.push_back(std::move(r));
   };
   collector("");
+  // The claimable count again, over a backlog whose due times follow its insertion order
+  // (BacklogOrder::accept_order), in the same free space the one above used.
+  {
+    load_collector_backlog(url, BacklogOrder::accept_order);
+    std::cout << "  claimable backlog in accept order: " << claimable_layout(url) << std::endl;
+    const auto query = [](const char* schema) {
+      for (const auto& q : boxcar::BacklogCollector::queries(schema))
+        if (q.name == "inbox_claimable") return q.sql;
+      throw std::logic_error("BacklogCollector::queries has no inbox_claimable");
+    };
+    const std::vector<QueryPair> pair{{kClaimableAcceptOrderCase, query(kEmpty), query(kLoaded)}};
+    if (const char* only = std::getenv("BOXCAR_BENCH_EXPLAIN")) explain_queries(url, pair, only);
+    for (auto& r : measure_queries(url, pair, kQueryDetail + ", due times in insertion order" + at))
+      results.push_back(std::move(r));
+  }
   {
     AcceptSide empty{boxcar::ConnectionPool::create({.url = url, .size = kAcceptThreads}), nullptr};
     empty.inbox =
