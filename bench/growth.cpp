@@ -60,6 +60,7 @@
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -553,29 +554,28 @@ class QueryRunner {
     return since(start);
   }
   // One execution of this connection's prepared statement as it runs now (custom or the
-  // cached generic plan), summed up: for BOXCAR_BENCH_EXPLAIN.
+  // cached generic plan), in one line: which plan kind it has run, what this execution
+  // read and how long it planned; for BOXCAR_BENCH_EXPLAIN (explain_queries prints plans).
   std::string analyzed() {
     pqxx::nontransaction n(connection_);
-    double planning = 0, execution = 0;
+    std::string planning, execution, buffers;
     long long heap_fetches = 0;
-    std::string buffers, plan;
     for (const auto& row : n.exec("EXPLAIN (ANALYZE, BUFFERS) EXECUTE q" +
                                   (parameter_ ? "(" + n.quote(*parameter_) + ")" : std::string()))) {
-      const std::string line = row[0].c_str();
-      plan += "      " + line + "\n";
-      if (const auto at = line.find("Heap Fetches: "); at != std::string::npos)
-        heap_fetches += std::stoll(line.substr(at + 14));
-      if (const auto at = line.find("Planning Time: "); at != std::string::npos)
-        planning = std::stod(line.substr(at + 15));
-      if (const auto at = line.find("Execution Time: "); at != std::string::npos)
-        execution = std::stod(line.substr(at + 16));
-      if (const auto at = line.find("Buffers: "); at != std::string::npos && buffers.empty())
-        buffers = line.substr(at + 9);
+      const std::string_view line = row[0].c_str();
+      const auto after = [&](std::string_view label) {
+        const auto at = line.find(label);
+        return at == std::string_view::npos ? std::string() : std::string(line.substr(at + label.size()));
+      };
+      if (const auto fetches = after("Heap Fetches: "); !fetches.empty()) heap_fetches += std::stoll(fetches);
+      if (const auto text = after("Planning Time: "); !text.empty()) planning = text;
+      if (const auto text = after("Execution Time: "); !text.empty()) execution = text;
+      if (const auto text = after("Buffers: "); !text.empty() && buffers.empty()) buffers = text;
     }
     const auto counts = n.exec1("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'q'");
-    return "planning " + fixed(planning, 3) + " ms, execution " + fixed(execution, 3) + " ms, buffers " + buffers +
-           ", heap fetches " + std::to_string(heap_fetches) + ", generic plans " + counts[0].c_str() + ", custom " +
-           counts[1].c_str() + "\n" + plan;
+    return "planning " + planning + ", execution " + execution + ", buffers " + buffers + ", heap fetches " +
+           std::to_string(heap_fetches) + ", generic plans " + counts[0].c_str() + ", custom " + counts[1].c_str() +
+           "\n";
   }
 
  private:
@@ -589,10 +589,11 @@ struct QueryPair {
 };
 
 // This thread and the given backends on the CPU this thread runs on, for as long as it
-// lives. A query's round trip wakes its backend and then this thread: on 2 cores, whether
-// a backend sits on this thread's core or on the other changed its round trips by up to
-// 2x for seconds at a time, one connection but not its neighbour (docs/benchmarks.md,
-// "Twenty-sixth session"). On one core both sides' round trips take the same path.
+// lives. A query's round trip wakes its backend and then this thread, and on this VM a
+// wake-up across cores is dear (pgbench: up to 1.8x the round trip of one core). Unpinned,
+// one connection's rounds ran up to 2x slower for seconds while the one alternating with it
+// did not, with the same plan and buffers; pinned, a query's rounds agree within 1%
+// (docs/benchmarks.md, "Twenty-sixth session"). On one core both sides take the same path.
 // Without the right to move the backends (they belong to the server's user), nothing is
 // pinned and a line says so.
 class PinnedToOneCpu {
