@@ -162,6 +162,7 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     {
       std::lock_guard q(queue_mutex_);
       stopping_ = false;
+      dispatcher_claiming_ = true;
       supervising_ = true;
       backlogged_.assign(owned_.size(), false);
       for (std::size_t i = 0; i < options_.concurrency; ++i) spawn_handler_thread();
@@ -175,21 +176,21 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   void stop() {
     std::lock_guard lock(lifecycle_);
     if (!running_) return;
-    std::deque<detail::ClaimedReceipt> unstarted;
     {
       std::lock_guard q(queue_mutex_);
       stopping_ = true;
-      unstarted.swap(queue_);
     }
     work_available_.notify_all();
     room_or_idle_.notify_all();
     dispatcher_.join();
+    std::vector<detail::ClaimedReceipt> ready;
     {
-      std::lock_guard q(queue_mutex_);  // the dispatcher may have pushed one last claim
-      for (auto& r : queue_) unstarted.push_back(std::move(r));
+      std::lock_guard q(queue_mutex_);  // with the dispatcher's last claim, if it pushed one
+      dispatcher_claiming_ = false;
+      ready = keep_unstarted_locked({std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end())});
       queue_.clear();
     }
-    hand_back({std::make_move_iterator(unstarted.begin()), std::make_move_iterator(unstarted.end())});
+    hand_back(ready);
     in_flight_.cancel_signals();
     {
       std::unique_lock q(queue_mutex_);
@@ -220,6 +221,13 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     supervisor_.join();
     for (auto& slot : slots_) slot->thread.join();
     slots_.clear();
+    {
+      // Kept for a claim that never ended: its thread was abandoned, and the leases of
+      // whatever it claims expire.
+      std::lock_guard q(queue_mutex_);
+      ready = std::exchange(unstarted_at_stop_, {});
+    }
+    hand_back(ready);
     running_ = false;
     if (abandoned_total_ > 0)
       log_->error("worker stopped; {} handler threads were abandoned since start and may still be running",
@@ -364,6 +372,26 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     std::lock_guard q(queue_mutex_);
     for (auto& r : waiting)
       if (std::binary_search(renewed.begin(), renewed.end(), r.id)) r.lease_until = sent + options_.lease;
+  }
+
+  // Under queue_mutex_, once stop() has begun: keeps `receipts` (unstarted) until no claim
+  // can be under way, and then returns every receipt kept, to be handed back outside the
+  // lock. A claim that started before stop() could otherwise take a receipt handed back
+  // meanwhile, and it would be handed back twice (counted twice in stats().handed_back).
+  std::vector<detail::ClaimedReceipt> keep_unstarted_locked(std::vector<detail::ClaimedReceipt> receipts) {
+    for (auto& r : receipts) unstarted_at_stop_.push_back(std::move(r));
+    if (dispatcher_claiming_ || handler_claims_running_ > 0) return {};
+    return std::exchange(unstarted_at_stop_, {});
+  }
+
+  // Hands back claims that will not run: directly while the worker runs, through
+  // keep_unstarted_locked once stop() has begun.
+  void hand_back_unstarted(std::vector<detail::ClaimedReceipt> receipts) {
+    {
+      std::lock_guard q(queue_mutex_);
+      if (stopping_) receipts = keep_unstarted_locked(std::move(receipts));
+    }
+    hand_back(receipts);
   }
 
   void hand_back(const std::vector<detail::ClaimedReceipt>& receipts) {
@@ -635,15 +663,18 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
         slot.busy = true;
         slot.started = Clock::now();
         ++busy_threads_;
+        if (self_claim) ++handler_claims_running_;
       }
       if (self_claim) {
         auto got = claim_for_self(*self_claim);
         std::unique_lock q(queue_mutex_);
+        --handler_claims_running_;
         // Claimed while stop() ran: as unstarted as the queue's, so handed back with them.
-        if (stopping_ && !got.empty()) {
-          q.unlock();
-          hand_back(got);
+        if (stopping_) {
+          auto ready = keep_unstarted_locked(std::move(got));
           got.clear();
+          q.unlock();
+          hand_back(ready);
           q.lock();
         }
         if (got.empty() || slot.abandoned) {
@@ -688,7 +719,9 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
           continue;
         }
         // stop() began during the run: the rest was never started.
-        unstarted.assign(std::make_move_iterator(slot.run.begin()), std::make_move_iterator(slot.run.end()));
+        if (stopping_)
+          unstarted = keep_unstarted_locked(
+              {std::make_move_iterator(slot.run.begin()), std::make_move_iterator(slot.run.end())});
         slot.run.clear();
         slot.batch = nullptr;
         slot.busy = false;
@@ -722,9 +755,12 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   }
 
   // Under queue_mutex_: the runs of threads busy with one message for longer than
-  // kRunStall go back to the front of the queue, in claim order, for idle threads.
+  // kRunStall go back to the front of the queue, in claim order, for idle threads. Not
+  // once stop() has begun: no thread takes from the queue any more, and the run is handed
+  // back when its thread returns or is abandoned.
   bool requeue_stalled_runs_locked(Clock::time_point now) {
     bool requeued = false;
+    if (stopping_) return requeued;
     for (const auto& slot : slots_) {
       if (!slot->busy || slot->run.empty() || now - slot->started < kRunStall) continue;
       for (auto it = slot->run.rbegin(); it != slot->run.rend(); ++it) queue_.push_front(std::move(*it));
@@ -801,8 +837,8 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   // abandoned attempt's session, so a handler that keeps issuing statements cannot hold
   // its aborted transaction (and the receipt's row lock) open. Lease recovery then retries
   // the receipt or makes it DEAD.
-  void report(const Abandonment& a) {
-    hand_back(a.unstarted);
+  void report(Abandonment& a) {
+    hand_back_unstarted(std::move(a.unstarted));
     if (options_.metrics) options_.metrics->abandoned_handler();
     std::string session = "no transaction open";
     if (a.attempt && a.attempt->backend_pid != 0) {
@@ -856,6 +892,12 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   std::condition_variable supervisor_wakeup_;
   std::deque<detail::ClaimedReceipt> queue_;
   bool stopping_ = false;
+  // From start() until stop() has joined the dispatcher: it may claim.
+  bool dispatcher_claiming_ = false;
+  // Handler threads' own claims under way (claim_for_self).
+  std::size_t handler_claims_running_ = 0;
+  // Unstarted claims that stop() hands back once no claim can take them again.
+  std::vector<detail::ClaimedReceipt> unstarted_at_stop_;
   bool supervising_ = false;
   std::size_t busy_threads_ = 0;
   std::size_t next_consumer_ = 0;
