@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -38,7 +39,7 @@ void AsyncNotifier::notify(const std::string& payload) {
   {
     std::lock_guard lock(mutex_);
     ++marks_;
-    if (!pending_.insert(payload).second) return;
+    if (!pending_.insert(payload).second || thread_waits_ != ThreadWait::ForKeys) return;
   }
   wake_.notify_one();
 }
@@ -60,6 +61,7 @@ std::optional<AsyncNotifier::Ride> AsyncNotifier::begin_ride(std::span<const std
 }
 
 void AsyncNotifier::end_ride(Ride ride, RideEnd end) {
+  bool wake_thread = false;
   {
     std::lock_guard lock(mutex_);
     sending_ = false;
@@ -73,9 +75,10 @@ void AsyncNotifier::end_ride(Ride ride, RideEnd end) {
     auto& back = end == RideEnd::Failed ? ride.payloads : ride.taken;
     if (end != RideEnd::Carried)
       for (auto& payload : back) pending_.insert(std::move(payload));
+    wake_thread = thread_waits_ == ThreadWait::ForRide || (thread_waits_ == ThreadWait::ForKeys && !pending_.empty());
   }
   idle_.notify_all();
-  wake_.notify_all();
+  if (wake_thread) wake_.notify_all();
 }
 
 void AsyncNotifier::start_send_locked(Clock::time_point now) {
@@ -103,8 +106,17 @@ void AsyncNotifier::flush() {
 void AsyncNotifier::run() {
   std::unique_ptr<pqxx::connection> connection;
   std::unique_lock lock(mutex_);
+  // Waits on wake_ as `what` until `done`, or until `deadline` (if given).
+  const auto wait = [&](ThreadWait what, auto done, std::optional<Clock::time_point> deadline = std::nullopt) {
+    thread_waits_ = what;
+    if (deadline)
+      wake_.wait_until(lock, *deadline, done);
+    else
+      wake_.wait(lock, done);
+    thread_waits_ = ThreadWait::Busy;
+  };
   while (true) {
-    wake_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+    wait(ThreadWait::ForKeys, [&] { return stopping_ || !pending_.empty(); });
     if (!stopping_) {
       // Within the interval of the last send (a ride's too), or while a ride is in flight:
       // let more keys accumulate, or a writer's next ride carry them. When the last send
@@ -114,14 +126,15 @@ void AsyncNotifier::run() {
       const auto thread_sends_at = last_send_ + interval_ + (last_was_ride_ ? max_interval_ : Clock::duration{});
       if (sending_ || Clock::now() < thread_sends_at) {
         if (sending_)
-          wake_.wait(lock, [&] { return stopping_ || !sending_; });
+          wait(ThreadWait::ForRide, [&] { return stopping_ || !sending_; });
         else
-          wake_.wait_until(lock, thread_sends_at, [&] { return stopping_; });
+          wait(
+              ThreadWait::ForDeadline, [&] { return stopping_; }, thread_sends_at);
         continue;
       }
     } else if (sending_) {
       // Stopping with a ride in flight (its writer is returning): what it gives back is sent.
-      wake_.wait(lock, [&] { return !sending_; });
+      wait(ThreadWait::ForRide, [&] { return !sending_; });
     }
     if (pending_.empty()) {
       if (stopping_) break;

@@ -127,6 +127,12 @@ class AsyncNotifier {
   bool sending_ = false;
   // The last send was a ride: writers are riding, so the thread leaves them the next one.
   bool last_was_ride_ = false;
+  // What the thread waits for, so that writers wake it only when it waits for them. While
+  // it waits for its own deadline it needs none: it looks again then. Waking it on every
+  // ride and every new key cost each one-thread accept() 1.5 futex calls; now 0.4
+  // (docs/benchmarks.md, "Twenty-seventh session").
+  enum class ThreadWait { ForKeys, ForDeadline, ForRide, Busy };
+  ThreadWait thread_waits_ = ThreadWait::Busy;
   bool stopping_ = false;
   std::thread thread_;
 };
