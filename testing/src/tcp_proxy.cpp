@@ -106,9 +106,18 @@ void TcpProxy::accept_loop() {
       ::close(server);
       continue;
     }
+    sockaddr_in local{};
+    socklen_t local_len = sizeof local;
+    const bool named = ::getsockname(server, reinterpret_cast<sockaddr*>(&local), &local_len) == 0;
     std::lock_guard lock(mutex_);
+    if (named) server_side_ports_.push_back(ntohs(local.sin_port));
     pumps_.emplace_back([this, client, server] { pump(client, server); });
   }
+}
+
+std::vector<int> TcpProxy::server_side_ports() const {
+  std::lock_guard lock(mutex_);
+  return server_side_ports_;
 }
 
 void TcpProxy::pump(int client, int server) {

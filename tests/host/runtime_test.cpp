@@ -264,10 +264,15 @@ TEST_CASE(
       20s));
 
   const int connections_before = proxy.connections();
+  // This runtime's readiness session: other tests' runtimes use the same database, and
+  // their sessions carry the same name; only this one's connections pass the proxy.
   const auto readiness_session = [&] {
+    std::string ports;
+    for (const int port : proxy.server_side_ports()) ports += (ports.empty() ? "" : ",") + std::to_string(port);
     return db.scalar(
         "SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE application_name = 'boxcar-readiness' AND "
-        "datname = current_database()");
+        "datname = current_database() AND client_port = ANY ('{" +
+        ports + "}'::integer[])");
   };
   const auto session_before = readiness_session();
 

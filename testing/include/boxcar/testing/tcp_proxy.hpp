@@ -62,6 +62,10 @@ class TcpProxy {
   /// How many connections clients opened through the proxy (refused ones included): a
   /// test's measure of how often its code connects.
   int connections() const { return connections_; }
+  /// The local ports of the proxy's connections to the target, one per connection it
+  /// forwarded: the server sees them as its clients' ports (pg_stat_activity.client_port),
+  /// which tells this proxy's sessions from those of other clients of the same database.
+  std::vector<int> server_side_ports() const;
 
  private:
   enum class Mode {
@@ -94,8 +98,9 @@ class TcpProxy {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> down_{false};
   std::thread acceptor_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::vector<std::thread> pumps_;
+  std::vector<int> server_side_ports_;
 };
 
 }  // namespace boxcar::testing
