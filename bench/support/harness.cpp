@@ -135,7 +135,16 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-double CaseResult::ratio() const {
+std::vector<double> CaseResult::round_ratios() const {
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < std::min(baseline.size(), boxcar.size()); ++i)
+    ratios.push_back(baseline[i] > 0 ? boxcar[i] / baseline[i] : 0);
+  return ratios;
+}
+
+double CaseResult::ratio() const { return median(round_ratios()); }
+
+double CaseResult::ratio_of_medians() const {
   const double base = baseline_median();
   return base > 0 ? boxcar_median() / base : 0;
 }
@@ -145,16 +154,25 @@ CaseResult compare(const std::string& name, const std::string& detail, int round
                    std::ostream& log) {
   CaseResult result{.name = name, .detail = detail};
   for (int round = 1; round <= rounds; ++round) {
-    prepare();
-    const Measurement b = baseline();
-    prepare();
-    const Measurement x = boxcar();
+    const bool baseline_first = round % 2 == 1;
+    const auto measure = [&](const std::function<Measurement()>& side) {
+      prepare();
+      return side();
+    };
+    Measurement b, x;
+    if (baseline_first) {
+      b = measure(baseline);
+      x = measure(boxcar);
+    } else {
+      x = measure(boxcar);
+      b = measure(baseline);
+    }
     result.baseline.push_back(b.rate());
     result.boxcar.push_back(x.rate());
     log << "  " << name << " round " << round << "/" << rounds << ": baseline " << fixed(b.rate(), 0) << "/s ("
         << b.units << " in " << fixed(b.seconds, 2) << " s)  boxcar " << fixed(x.rate(), 0) << "/s (" << x.units
         << " in " << fixed(x.seconds, 2) << " s)  ratio " << fixed(b.rate() > 0 ? x.rate() / b.rate() : 0, 2)
-        << std::endl;
+        << (baseline_first ? "" : "  (boxcar first)") << std::endl;
   }
   return result;
 }
@@ -174,6 +192,12 @@ void print_table(std::ostream& out, const std::vector<CaseResult>& results) {
   row("case", "detail", "baseline/s", "boxcar/s", "ratio");
   for (const auto& r : results)
     row(r.name, r.detail, fixed(r.baseline_median(), 0), fixed(r.boxcar_median(), 0), fixed(r.ratio(), 2));
+  out << "\n";
+  for (const auto& r : results) {
+    out << "  " << r.name << ": ratio " << fixed(r.ratio(), 2) << ", the median of the rounds'";
+    for (const double ratio : r.round_ratios()) out << " " << fixed(ratio, 2);
+    out << "; ratio of the medians " << fixed(r.ratio_of_medians(), 2) << "\n";
+  }
   out.flush();
 }
 

@@ -93,17 +93,30 @@ struct CaseResult {
 
   double baseline_median() const { return median(baseline); }
   double boxcar_median() const { return median(boxcar); }
-  /// boxcar / baseline, the figure a target is compared against.
+  /// boxcar / baseline of each round, the two sides measured back to back.
+  std::vector<double> round_ratios() const;
+  /// The figure a target is compared against: the median of round_ratios(). Each round's
+  /// two sides ran seconds apart, so a ratio within a round cancels the machine's speed
+  /// of the moment, which the medians of each side over all rounds do not: on the shared
+  /// 2-core machine one side's rate moved by a factor of 2.5 within half a minute
+  /// (docs/benchmarks.md, "Twenty-eighth session").
   double ratio() const;
+  /// boxcar_median() / baseline_median(): the figure before the twenty-eighth session,
+  /// printed beside ratio() for comparison with earlier runs.
+  double ratio_of_medians() const;
 };
 
-/// Runs `rounds` rounds of (prepare, baseline, prepare, boxcar) and prints one line per
-/// round to `log`. `prepare` runs before every measurement (reset tables, checkpoint).
+/// Runs `rounds` rounds, each a prepared measurement of both sides back to back, and
+/// prints one line per round to `log`. Odd rounds measure the baseline first, even rounds
+/// Boxcar first, so that neither side always follows the other (a drift of the machine,
+/// or what the first measurement leaves to autovacuum, falls on both alike). `prepare`
+/// runs before every measurement (reset tables, checkpoint).
 CaseResult compare(const std::string& name, const std::string& detail, int rounds, const std::function<void()>& prepare,
                    const std::function<Measurement()>& baseline, const std::function<Measurement()>& boxcar,
                    std::ostream& log);
 
-/// case | detail | baseline/s | boxcar/s | ratio, medians of the rounds.
+/// case | detail | baseline/s | boxcar/s | ratio: the medians of each side and ratio(); then,
+/// indented, each case's round ratios and ratio_of_medians().
 void print_table(std::ostream& out, const std::vector<CaseResult>& results);
 
 /// `ratio CASE VALUE TARGET`, VALUE and TARGET with two decimals. Informational: a
