@@ -477,11 +477,10 @@ class Bench {
         std::printf(" %s %ld (client %.1f us/row)", side.c_str(), static_cast<long>(m.rate()), client_us);
         return m.rate();
       };
-      // Boxcar last in odd rounds, first in even ones, as compare() alternates.
-      if (round % 2 == 0) result.boxcar.push_back(measure("boxcar", boxcar_side));
+      if (boxcar::bench::boxcar_first(round)) result.boxcar.push_back(measure("boxcar", boxcar_side));
       for (std::size_t v = 0; v < variants.size(); ++v)
         raw_rates[v].push_back(measure(variants[v].first, variants[v].second));
-      if (round % 2 == 1) result.boxcar.push_back(measure("boxcar", boxcar_side));
+      if (!boxcar::bench::boxcar_first(round)) result.boxcar.push_back(measure("boxcar", boxcar_side));
       std::printf("\n");
       std::fflush(stdout);
     }

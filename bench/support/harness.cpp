@@ -153,26 +153,25 @@ CaseResult compare(const std::string& name, const std::string& detail, int round
                    const std::function<Measurement()>& baseline, const std::function<Measurement()>& boxcar,
                    std::ostream& log) {
   CaseResult result{.name = name, .detail = detail};
+  const auto measure = [&](const std::function<Measurement()>& side) {
+    prepare();
+    return side();
+  };
   for (int round = 1; round <= rounds; ++round) {
-    const bool baseline_first = round % 2 == 1;
-    const auto measure = [&](const std::function<Measurement()>& side) {
-      prepare();
-      return side();
-    };
     Measurement b, x;
-    if (baseline_first) {
-      b = measure(baseline);
+    if (boxcar_first(round)) {
       x = measure(boxcar);
+      b = measure(baseline);
     } else {
-      x = measure(boxcar);
       b = measure(baseline);
+      x = measure(boxcar);
     }
     result.baseline.push_back(b.rate());
     result.boxcar.push_back(x.rate());
     log << "  " << name << " round " << round << "/" << rounds << ": baseline " << fixed(b.rate(), 0) << "/s ("
         << b.units << " in " << fixed(b.seconds, 2) << " s)  boxcar " << fixed(x.rate(), 0) << "/s (" << x.units
         << " in " << fixed(x.seconds, 2) << " s)  ratio " << fixed(b.rate() > 0 ? x.rate() / b.rate() : 0, 2)
-        << (baseline_first ? "" : "  (boxcar first)") << std::endl;
+        << (boxcar_first(round) ? "  (boxcar first)" : "") << std::endl;
   }
   return result;
 }

@@ -106,11 +106,14 @@ struct CaseResult {
   double ratio_of_medians() const;
 };
 
-/// Runs `rounds` rounds, each a prepared measurement of both sides back to back, and
-/// prints one line per round to `log`. Odd rounds measure the baseline first, even rounds
-/// Boxcar first, so that neither side always follows the other (a drift of the machine,
-/// or what the first measurement leaves to autovacuum, falls on both alike). `prepare`
-/// runs before every measurement (reset tables, checkpoint).
+/// Whether round `round` (from 1) measures Boxcar before its baseline: in even rounds, so
+/// that neither side always follows the other (a drift of the machine, or what the first
+/// measurement leaves to autovacuum, falls on both alike). Every benchmark's rounds follow it.
+constexpr bool boxcar_first(int round) { return round % 2 == 0; }
+
+/// Runs `rounds` rounds, each a prepared measurement of both sides back to back in the
+/// order boxcar_first() gives, and prints one line per round to `log`. `prepare` runs
+/// before every measurement (reset tables, checkpoint).
 CaseResult compare(const std::string& name, const std::string& detail, int rounds, const std::function<void()>& prepare,
                    const std::function<Measurement()>& baseline, const std::function<Measurement()>& boxcar,
                    std::ostream& log);
