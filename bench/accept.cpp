@@ -11,7 +11,9 @@
 //                     INSERT ... ON CONFLICT DO NOTHING RETURNING id, status
 //                     (pqxx::nontransaction) of pre-serialised payload/metadata text and a
 //                     precomputed fingerprint; each side's per-call latency percentiles
-//                     over its measured rounds are printed, and `p99 accept_t16 MS TARGET`;
+//                     and this process's CPU per call (every thread's, the Inbox's
+//                     notifier included) over its measured rounds are printed, and
+//                     `p99 accept_t16 MS TARGET`;
 //   accept_t16_off    the same with InboxOptions::group_commit off;
 //   accept_many_100/1000  accept_many() of 100 (1000) vs the fastest of three raw bulk
 //                     inserts, one transaction per batch, each ON CONFLICT DO NOTHING
@@ -159,6 +161,17 @@ double process_cpu_seconds() {
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
 }
 
+// CPU seconds and units of work summed over a side's measured rounds.
+struct ClientCpu {
+  double seconds = 0;
+  std::uint64_t units = 0;
+  void add(double s, std::uint64_t u) {
+    seconds += s;
+    units += u;
+  }
+  double us_per_unit() const { return units ? seconds * 1e6 / static_cast<double>(units) : 0.0; }
+};
+
 struct AcceptCase {
   CaseResult result;
   double baseline_p50_ms = 0, baseline_p99_ms = 0, boxcar_p50_ms = 0, boxcar_p99_ms = 0;
@@ -263,8 +276,11 @@ class Bench {
                         {.schema = kBoxcarSchema, .consumers = {message_.consumer}, .group_commit = group_commit});
 
     Latencies baseline_latency(threads), boxcar_latency(threads);
+    // This process's CPU over each side's measured rounds: what the client adds per call.
+    ClientCpu baseline_cpu, boxcar_cpu;
     const auto baseline = [&](double seconds, bool measured) {
       const std::uint32_t m = measurement_++;
+      const double cpu_before = process_cpu_seconds();
       const Measurement result = boxcar::bench::run_timed(threads, seconds, [&, m](int t) -> Step {
         return [&c = *raw[static_cast<std::size_t>(t)], &msg = message_, &latency = baseline_latency.of(t),
                 ids = MessageIds(run_, m, t)]() mutable -> std::uint64_t {
@@ -281,10 +297,12 @@ class Bench {
         };
       });
       baseline_latency.collect(measured);
+      if (measured) baseline_cpu.add(process_cpu_seconds() - cpu_before, result.units);
       return result;
     };
     const auto boxcar_side = [&](double seconds, bool measured) {
       const std::uint32_t m = measurement_++;
+      const double cpu_before = process_cpu_seconds();
       const Measurement result = boxcar::bench::run_timed(threads, seconds, [&, m](int t) -> Step {
         return [&inbox, &latency = boxcar_latency.of(t), request = message_.request(),
                 ids = MessageIds(run_, m, t)]() mutable -> std::uint64_t {
@@ -298,6 +316,7 @@ class Bench {
         };
       });
       boxcar_latency.collect(measured);
+      if (measured) boxcar_cpu.add(process_cpu_seconds() - cpu_before, result.units);
       return result;
     };
 
@@ -326,6 +345,8 @@ class Bench {
         "  %s per-call latency over %zu calls: baseline p50 %.2f ms p99 %.2f ms, boxcar p50 %.2f ms p99 %.2f ms\n",
         name.c_str(), boxcar_latency.count(), out.baseline_p50_ms, out.baseline_p99_ms, out.boxcar_p50_ms,
         out.boxcar_p99_ms);
+    std::printf("  %s client CPU per call (this process, all its threads): baseline %.1f us, boxcar %.1f us\n",
+                name.c_str(), baseline_cpu.us_per_unit(), boxcar_cpu.us_per_unit());
     const auto& g = out.group_commit;
     std::printf("  %s group commit: %llu calls alone, %llu groups of %llu calls (mean %.1f, largest %zu)\n",
                 name.c_str(), static_cast<unsigned long long>(g.alone_calls), static_cast<unsigned long long>(g.groups),

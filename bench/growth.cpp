@@ -32,8 +32,10 @@
 //                        the dead claimable entries vacuum has left (informational);
 //   growth_collector_*   each query of BacklogCollector::queries(schema), over the same small
 //                        backlog in both schemas (1/fastest execution, median of 5 rounds spread over time),
-//                        first on a fresh backlog, then again after the churn (after_churn_*,
-//                        no ratio line). Timed with this thread and every query's backend
+//                        first on a fresh backlog with both schemas' backlog indexes
+//                        rebuilt (the empty one's by TRUNCATE; BacklogIndexes), then again
+//                        after the churn, the loaded schema's indexes as the cases left them
+//                        (after_churn_*, no ratio line). Timed with this thread and every query's backend
 //                        on one CPU (PinnedToOneCpu). Before each run, where the claimable
 //                        backlog sits (heap and visibility-map pages) is printed;
 //   growth_collector_inbox_claimable_accept_order  the claimable count over a backlog whose
@@ -452,11 +454,41 @@ Measurement publish(const std::string& url, const std::string& bootstrap, const 
 // other (available_at = the time of the accept): index order follows insertion order.
 enum class BacklogOrder { permuted, accept_order };
 
+// What the loaded schema's backlog indexes (the partial ones that no retained COMPLETED
+// receipt or PUBLISHED event is in) start from before a collector measurement. The empty
+// schema's are always rebuilt, by its TRUNCATE.
+// - rebuilt: REINDEXed too, so both schemas' backlog indexes start from the same state
+//   and the comparison shows what the retained rows cost. Left as they were, they keep
+//   the pages and levels of the largest backlog the loaded schema has held (an earlier
+//   stage's accept rounds left tens of thousands of PENDING entries at once), which the
+//   empty side's TRUNCATE does not (docs/benchmarks.md, "Twenty-ninth session").
+// - as_left: as the earlier cases left them (the after_churn_ measurement).
+enum class BacklogIndexes { rebuilt, as_left };
+
+// The loaded schema's backlog indexes: inbox_receipts' and outbox_events' partial
+// indexes whose predicate admits neither retained status.
+void rebuild_backlog_indexes(const std::string& url, const char* schema) {
+  pqxx::connection c(url);
+  pqxx::nontransaction n(c);
+  const std::string tables =
+      "'" + table(schema, "inbox_receipts") + "'::regclass, '" + table(schema, "outbox_events") + "'::regclass";
+  const pqxx::result indexes = n.exec(
+      "SELECT pg_catalog.format('%I.%I', ns.nspname, ic.relname) FROM pg_catalog.pg_index AS i "
+      "JOIN pg_catalog.pg_class AS ic ON ic.oid = i.indexrelid "
+      "JOIN pg_catalog.pg_namespace AS ns ON ns.oid = ic.relnamespace "
+      "WHERE i.indrelid IN (" +
+      tables +
+      ") AND i.indpred IS NOT NULL "
+      "AND pg_catalog.pg_get_expr(i.indpred, i.indrelid) !~ '(COMPLETED|PUBLISHED)' ORDER BY 1");
+  if (indexes.empty()) throw std::runtime_error(std::string("no backlog index found in ") + schema);
+  for (const auto& row : indexes) n.exec(std::string("REINDEX INDEX ") + row[0].c_str());
+}
+
 // The same small backlog in both schemas: PENDING and RETRYABLE receipts over 4
 // consumers, some PROCESSING and DEAD; PENDING, PUBLISHING and DEAD events. Rows have the
 // retained rows' sizes: much smaller rows would each fit in the few hundred bytes a full
 // retained page has left, one per page (docs/benchmarks.md, "Free space").
-void load_collector_backlog(const std::string& url, BacklogOrder order = BacklogOrder::permuted) {
+void load_collector_backlog(const std::string& url, BacklogOrder order, BacklogIndexes indexes) {
   const std::string due = order == BacklogOrder::permuted ? "now() - (g % 600) * interval '1 second'"
                                                           : "now() - (2401 - g) * interval '250 milliseconds'";
   Admin admin(url);
@@ -473,6 +505,7 @@ void load_collector_backlog(const std::string& url, BacklogOrder order = Backlog
     } else {
       admin.exec("DELETE FROM " + table(schema, "inbox_receipts") + " WHERE status <> 'COMPLETED'");
       admin.exec("DELETE FROM " + table(schema, "outbox_events") + " WHERE status <> 'PUBLISHED'");
+      if (indexes == BacklogIndexes::rebuilt) rebuild_backlog_indexes(url, schema);
     }
     admin.exec(
         "INSERT INTO " + table(schema, "inbox_receipts") +
@@ -505,11 +538,14 @@ void load_collector_backlog(const std::string& url, BacklogOrder order = Backlog
   admin.checkpoint();
 }
 
+constexpr const char* kClaimableIndex = "inbox_receipts_claimable";
+
 // Where each schema's claimable backlog sits: its rows, the heap pages and visibility-map
 // pages they are on (one map page per 32,672 heap pages of 8 kB), and how often a scan in
 // the claimable index's order (consumer, available_at) passes to another map page. An
 // index-only scan checks each entry's page in the map and keeps one map page pinned, so
 // every pass is one more buffer lookup (docs/benchmarks.md, "Twenty-fourth session").
+// Then the claimable index's size: its pages outlast the largest backlog it has held.
 std::string claimable_layout(const std::string& url) {
   pqxx::connection c(url);
   pqxx::nontransaction n(c);
@@ -521,8 +557,11 @@ std::string claimable_layout(const std::string& url) {
         "FROM (SELECT page, lag(page / 32672) OVER (PARTITION BY consumer ORDER BY available_at, ctid) AS previous "
         "FROM (SELECT consumer, available_at, ctid, (ctid::text::point)[0]::bigint AS page FROM " +
         table(schema, "inbox_receipts") + " WHERE status IN ('PENDING', 'RETRYABLE')) AS r) AS l");
+    const auto index_pages =
+        n.exec1("SELECT pg_catalog.pg_relation_size('" + table(schema, kClaimableIndex) + "'::regclass) / 8192");
     out += std::string(out.empty() ? "" : "; ") + schema + ": " + row[0].c_str() + " rows on " + row[1].c_str() +
-           " heap pages under " + row[2].c_str() + " map pages, " + row[3].c_str() + " map-page changes in index order";
+           " heap pages under " + row[2].c_str() + " map pages, " + row[3].c_str() +
+           " map-page changes in index order, a claimable index of " + index_pages[0].c_str() + " pages";
   }
   return out;
 }
@@ -735,8 +774,8 @@ std::vector<CaseResult> measure_stage(const std::string& url, const std::string&
   // The collector's queries over a fresh backlog, appended after the retained rows as an
   // incident's backlog piles up; then again after the churn of the cases above
   // (informational, no ratio line: see docs/benchmarks.md, "Heap locality").
-  const auto collector = [&](const std::string& prefix) {
-    load_collector_backlog(url);
+  const auto collector = [&](const std::string& prefix, BacklogIndexes indexes) {
+    load_collector_backlog(url, BacklogOrder::permuted, indexes);
     std::cout << "  " << prefix << "claimable backlog: " << claimable_layout(url) << std::endl;
     const auto empty_queries = boxcar::BacklogCollector::queries(kEmpty);
     const auto loaded_queries = boxcar::BacklogCollector::queries(kLoaded);
@@ -751,11 +790,11 @@ std::vector<CaseResult> measure_stage(const std::string& url, const std::string&
     if (const char* only = std::getenv("BOXCAR_BENCH_EXPLAIN")) explain_queries(url, pairs, only);
     for (auto& r : measure_queries(url, pairs, kQueryDetail + at)) results.push_back(std::move(r));
   };
-  collector("");
+  collector("", BacklogIndexes::rebuilt);
   // The claimable count again, over a backlog whose due times follow its insertion order
   // (BacklogOrder::accept_order), in the same free space the one above used.
   {
-    load_collector_backlog(url, BacklogOrder::accept_order);
+    load_collector_backlog(url, BacklogOrder::accept_order, BacklogIndexes::rebuilt);
     std::cout << "  claimable backlog in accept order: " << claimable_layout(url) << std::endl;
     const auto query = [](const char* schema) {
       for (const auto& q : boxcar::BacklogCollector::queries(schema))
@@ -812,7 +851,7 @@ std::vector<CaseResult> measure_stage(const std::string& url, const std::string&
       rounds, [] {}, [&] { return publish(url, bootstrap, kEmpty, events, EventsLand::legacy_partition); },
       [&] { return publish(url, bootstrap, kLoaded, events, EventsLand::legacy_partition); }, std::cout));
 
-  collector("after_churn_");
+  collector("after_churn_", BacklogIndexes::as_left);
   return results;
 }
 
