@@ -161,7 +161,8 @@ double process_cpu_seconds() {
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
 }
 
-// CPU seconds and units of work summed over a side's measured rounds.
+// This process's CPU seconds over one measurement, or summed over a side's measured
+// rounds, and the units of work done in them.
 struct ClientCpu {
   double seconds = 0;
   std::uint64_t units = 0;
@@ -494,8 +495,8 @@ class Bench {
         reset();
         const double cpu_before = process_cpu_seconds();
         const Measurement m = run_side(options_.seconds);
-        const double client_us = (process_cpu_seconds() - cpu_before) * 1e6 / static_cast<double>(m.units);
-        std::printf(" %s %ld (client %.1f us/row)", side.c_str(), static_cast<long>(m.rate()), client_us);
+        const ClientCpu client{process_cpu_seconds() - cpu_before, m.units};
+        std::printf(" %s %ld (client %.1f us/row)", side.c_str(), static_cast<long>(m.rate()), client.us_per_unit());
         return m.rate();
       };
       if (boxcar::bench::boxcar_first(round)) result.boxcar.push_back(measure("boxcar", boxcar_side));
