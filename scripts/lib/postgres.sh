@@ -1,7 +1,9 @@
 # Sourced by scripts/test, scripts/bench and scripts/demo: a throw-away PostgreSQL 15
 # cluster on a free loopback port, run as a non-root user, removed on exit.
 #
-#   boxcar_pg_start      sets BOXCAR_PG_URL and BOXCAR_PG_DIR, installs an EXIT trap
+#   boxcar_pg_start [SETTING...]  sets BOXCAR_PG_URL and BOXCAR_PG_DIR, installs an EXIT
+#                                 trap; each SETTING (e.g. fsync=off) is passed to the
+#                                 server as -c SETTING, after BOXCAR_PG_EXTRA_OPTIONS
 #   boxcar_pg_stop       stops and deletes the cluster (also run by the trap)
 
 boxcar_pg_bindir() {
@@ -33,6 +35,8 @@ boxcar_pg_stop() {
 }
 
 boxcar_pg_start() {
+  local settings="" setting
+  for setting in "$@"; do settings+=" -c $setting"; done
   BOXCAR_PG_BIN=$(boxcar_pg_bindir)
   BOXCAR_PG_DIR=$(mktemp -d /tmp/boxcar-pg.XXXXXX)
   trap 'boxcar_pg_stop' EXIT
@@ -48,7 +52,7 @@ boxcar_pg_start() {
     port=$((20000 + RANDOM % 30000))
     if boxcar_pg_as_owner "$BOXCAR_PG_BIN/pg_ctl" -D "$BOXCAR_PG_DIR/data" -w -t 60 \
         -l "$BOXCAR_PG_DIR/server.log" \
-        -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$BOXCAR_PG_DIR -c max_connections=300 -c shared_buffers=256MB -c max_locks_per_transaction=256 ${BOXCAR_PG_EXTRA_OPTIONS:-}" \
+        -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$BOXCAR_PG_DIR -c max_connections=300 -c shared_buffers=256MB -c max_locks_per_transaction=256 ${BOXCAR_PG_EXTRA_OPTIONS:-}$settings" \
         start >/dev/null 2>&1; then
       BOXCAR_PG_PORT=$port
       BOXCAR_PG_URL="postgresql://boxcar@127.0.0.1:$port/postgres"
