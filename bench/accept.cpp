@@ -28,7 +28,8 @@
 // The baseline writes into `LIKE ... INCLUDING ALL` of Boxcar's own table, so indexes
 // and constraints match. Rounds interleave baseline and boxcar; both tables are
 // truncated and the cluster checkpointed before every measurement; every measurement
-// uses fresh message ids. The last lines are `ratio CASE VALUE TARGET`.
+// uses fresh message ids. The last lines are `ratio CASE VALUE TARGET`, `p99 accept_t16 MS
+// TARGET`, and `info accept_many_1000 VALUE`, the one case issue 13 asks only to report.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -73,7 +74,9 @@ constexpr double kTargetAcceptT1 = 0.95;
 constexpr double kTargetAcceptP99Ms = 5.0;
 // Group commit off: the single-row path within 0.85 of the raw insert.
 constexpr double kTargetAcceptT16Off = 0.85;
-constexpr double kTargetAcceptMany = 0.90;
+// accept_many_100 within 0.90 of the fastest raw bulk insert; accept_many_1000 is reported
+// beside it without a target (issue 13, part 2): an `info` line.
+constexpr double kTargetAcceptMany100 = 0.90;
 
 // The message every measurement records, differing only in its id.
 struct Message {
@@ -578,7 +581,9 @@ void run(const Options& options, const std::vector<std::string>& only) {
   }
   for (const auto& r : results) {
     if (r.name == "accept_t16_off") boxcar::bench::print_ratio_line(std::cout, r, kTargetAcceptT16Off);
-    if (r.name.starts_with("accept_many_")) boxcar::bench::print_ratio_line(std::cout, r, kTargetAcceptMany);
+    if (r.name == "accept_many_100") boxcar::bench::print_ratio_line(std::cout, r, kTargetAcceptMany100);
+    if (r.name == "accept_many_1000")
+      std::cout << "info " << r.name << " " << boxcar::bench::fixed(r.ratio(), 2) << std::endl;
   }
 }
 
