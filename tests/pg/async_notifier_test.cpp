@@ -2,7 +2,8 @@
 // stream of keys is coalesced over an interval that doubles up to its longest, and every
 // send reaches a listener; a writer's statement carries a wake-up (a ride) only when one
 // is due, with the keys pending before it, which go back to the notifier when it did not
-// commit them.
+// commit them; in a stream, a key that missed a ride waits for the next writer's ride
+// rather than a transaction of the notifier's own.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -107,4 +108,36 @@ TEST_CASE(
   notifier.flush();
   CHECK(notifier.stats().rides == 1);
   CHECK(notifier.stats().sends == 2);
+}
+
+TEST_CASE("in a stream, a key that missed a ride is left to the next writer for the writers' grace") {
+  TestDatabase db;
+  boxcar::detail::AsyncNotifier notifier(db.url(), db.schema() + "_stream_grace", 100ms, 1s);
+  const std::vector<std::string> own{"orders.v1"};
+
+  // A stream: keys marked as fast as this thread can until the interval is at its longest,
+  // then a ride as soon as one is due, its window full of marks, so the interval stays there.
+  std::optional<boxcar::detail::AsyncNotifier::Ride> ride;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!ride && std::chrono::steady_clock::now() < deadline) {
+    notifier.notify("orders.v1");
+    if (notifier.stats().interval == 1s) ride = notifier.begin_ride(own);
+  }
+  REQUIRE(ride);
+  notifier.end_ride(std::move(*ride), boxcar::detail::AsyncNotifier::RideEnd::Carried);
+  REQUIRE(notifier.stats().interval == 1s);
+  const auto sends = notifier.stats().sends;
+
+  // A writer that missed the ride marks its key. The thread leaves it to the writers until
+  // the interval and the grace are over (2 s after the ride): a writer due after the
+  // interval carries it, and the thread sends nothing of its own.
+  notifier.notify("audit.v1");
+  std::this_thread::sleep_for(1200ms);
+  CHECK(notifier.stats().sends == sends);
+  auto next = notifier.begin_ride(own);
+  REQUIRE(next);
+  CHECK(next->taken == std::vector<std::string>{"audit.v1"});
+  notifier.end_ride(std::move(*next), boxcar::detail::AsyncNotifier::RideEnd::Carried);
+  notifier.flush();
+  CHECK(notifier.stats().sends == sends);
 }
