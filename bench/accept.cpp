@@ -582,8 +582,7 @@ void run(const Options& options, const std::vector<std::string>& only) {
   for (const auto& r : results) {
     if (r.name == "accept_t16_off") boxcar::bench::print_ratio_line(std::cout, r, kTargetAcceptT16Off);
     if (r.name == "accept_many_100") boxcar::bench::print_ratio_line(std::cout, r, kTargetAcceptMany100);
-    if (r.name == "accept_many_1000")
-      std::cout << "info " << r.name << " " << boxcar::bench::fixed(r.ratio(), 2) << std::endl;
+    if (r.name == "accept_many_1000") boxcar::bench::print_info_line(std::cout, r);
   }
 }
 

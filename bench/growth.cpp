@@ -940,7 +940,7 @@ int main(int argc, char** argv) {
     for (const auto& r : last) {
       if (r.name.find("after_churn") != std::string::npos) continue;
       if (informational(r.name))
-        std::cout << "info " << r.name << " " << fixed(r.ratio(), 2) << std::endl;
+        boxcar::bench::print_info_line(std::cout, r);
       else
         boxcar::bench::print_ratio_line(std::cout, r, kTarget);
     }

@@ -204,6 +204,10 @@ void print_ratio_line(std::ostream& out, const CaseResult& result, double target
   out << "ratio " << result.name << " " << fixed(result.ratio(), 2) << " " << fixed(target, 2) << std::endl;
 }
 
+void print_info_line(std::ostream& out, const CaseResult& result) {
+  out << "info " << result.name << " " << fixed(result.ratio(), 2) << std::endl;
+}
+
 Admin::Admin(const std::string& url) : connection_(std::make_unique<pqxx::connection>(url)) {
 #ifndef __OPTIMIZE__
   // Outside scripts/bench's Release tree the benchmarks are built at -O0 (bench/CMakeLists.txt):

@@ -126,6 +126,9 @@ void print_table(std::ostream& out, const std::vector<CaseResult>& results);
 /// value below its target is reported, never turned into a failure.
 void print_ratio_line(std::ostream& out, const CaseResult& result, double target);
 
+/// `info CASE VALUE`, VALUE with two decimals: a case reported without a target.
+void print_info_line(std::ostream& out, const CaseResult& result);
+
 /// An autocommit connection for setup between measurements (DDL, TRUNCATE, CHECKPOINT).
 class Admin {
  public:
