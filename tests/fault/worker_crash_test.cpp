@@ -27,6 +27,8 @@ namespace {
 void crash_and_recover(int batch_size, bool batch_handler = false) {
   constexpr int kFirstMessages = 5000;
   constexpr int kMoreMessages = 1000;
+  constexpr int kMidDrainKills = 6;
+  constexpr int kMaxKills = 10;
   testing::TestDatabase db;
   db.query("CREATE TABLE {schema}.app_rows (message_id text NOT NULL, attempt int NOT NULL)");
   std::int64_t accepted = 0;
@@ -57,7 +59,7 @@ void crash_and_recover(int batch_size, bool batch_handler = false) {
   // that the next kill lands mid-drain again.
   std::mt19937 rng{std::random_device{}()};
   int kills_mid_drain = 0;
-  for (int kill = 0; kill < 10 && kills_mid_drain < 6; ++kill) {
+  for (int kill = 0; kill < kMaxKills && kills_mid_drain < kMidDrainKills; ++kill) {
     if (completed() >= accepted) accept_messages(kMoreMessages);
     // Kill once a random amount of further progress was made, so every kill lands while
     // claims, handlers and commits are in flight; at most everything accepted, so a worker
