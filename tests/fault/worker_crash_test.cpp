@@ -9,12 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <random>
 #include <thread>
 
 #include "boxcar/inbox/inbox.hpp"
+#include "kill_campaign.hpp"
 #include "test_database.hpp"
 #include "worker_processes.hpp"
 
@@ -27,8 +26,6 @@ namespace {
 void crash_and_recover(int batch_size, bool batch_handler = false) {
   constexpr int kFirstMessages = 5000;
   constexpr int kMoreMessages = 1000;
-  constexpr int kMidDrainKills = 6;
-  constexpr int kMaxKills = 10;
   testing::TestDatabase db;
   db.query("CREATE TABLE {schema}.app_rows (message_id text NOT NULL, attempt int NOT NULL)");
   std::int64_t accepted = 0;
@@ -54,26 +51,18 @@ void crash_and_recover(int batch_size, bool batch_handler = false) {
     return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'");
   };
 
-  // A kill counts when it lands before the inbox is drained. On a loaded machine a worker can
-  // run far past its target before this loop sees it: then more messages are accepted, so
-  // that the next kill lands mid-drain again.
-  std::mt19937 rng{std::random_device{}()};
-  int kills_mid_drain = 0;
-  for (int kill = 0; kill < kMaxKills && kills_mid_drain < kMidDrainKills; ++kill) {
-    if (completed() >= accepted) accept_messages(kMoreMessages);
-    // Kill once a random amount of further progress was made, so every kill lands while
-    // claims, handlers and commits are in flight; at most everything accepted, so a worker
-    // that drained the inbox is not waited on.
-    const auto target = std::min(accepted, completed() + std::uniform_int_distribution<int>(50, 600)(rng));
-    const pid_t pid = spawn_worker(db.url(), db.schema(), batch_size, batch_handler);
-    const auto give_up = std::chrono::steady_clock::now() + 20s;
-    while (completed() < target && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(2ms);
-    ::kill(pid, SIGKILL);
-    const auto at_kill = completed();
-    const int status = wait_exit(pid);
-    REQUIRE(WIFSIGNALED(status));
-    if (at_kill < accepted) ++kills_mid_drain;
-  }
+  // Kill once a random amount of further progress was made, so every kill lands while
+  // claims, handlers and commits are in flight.
+  const int kills_mid_drain = run_kill_campaign({
+      .spawn = [&] { return spawn_worker(db.url(), db.schema(), batch_size, batch_handler); },
+      .finished = completed,
+      .queued = [&] { return accepted; },
+      .queue_more = [&] { accept_messages(kMoreMessages); },
+      .step_min = 50,
+      .step_max = 600,
+      .give_up = 20s,
+      .mid_drain_kills = 6,
+  });
   // The faults really hit work in progress (not a finished or idle process).
   REQUIRE(kills_mid_drain >= 3);
 

@@ -7,18 +7,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "boxcar/outbox/outbox_emitter.hpp"
 #include "boxcar/testing/mock_kafka.hpp"
+#include "kill_campaign.hpp"
 #include "test_database.hpp"
 
 using namespace boxcar;
@@ -63,8 +62,6 @@ bool blocks_sigterm(pid_t pid) {
 TEST_CASE("publisher processes killed with SIGKILL mid-batch deliver every event at least once with its id") {
   constexpr int kFirstEvents = 3000;
   constexpr int kMoreEvents = 1000;
-  constexpr int kMidRunKills = 5;
-  constexpr int kMaxKills = 10;
   TestDatabase db;
   MockKafka kafka;
   kafka.create_topic("orders", 4);
@@ -93,24 +90,12 @@ TEST_CASE("publisher processes killed with SIGKILL mid-batch deliver every event
     return db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHED'");
   };
 
-  // A kill counts when it lands before the outbox is drained. On a loaded machine a publisher
-  // can run far past its target before this loop sees it: then more events are emitted, so
-  // that the next kill lands mid-run again.
-  std::mt19937 rng{std::random_device{}()};
-  int kills_mid_run = 0;
-  for (int kill = 0; kill < kMaxKills && kills_mid_run < kMidRunKills; ++kill) {
-    if (published() >= emitted_count()) emit_events(kMoreEvents);
-    // At most everything emitted: a publisher that drained the outbox is not waited on.
-    const auto target = std::min(emitted_count(), published() + std::uniform_int_distribution<int>(100, 500)(rng));
-    const pid_t pid = spawn_publisher(db, kafka);
-    const auto give_up = std::chrono::steady_clock::now() + 30s;
-    while (published() < target && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(2ms);
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    REQUIRE(WIFSIGNALED(status));
-    if (published() < emitted_count()) ++kills_mid_run;
-  }
+  const int kills_mid_run = run_kill_campaign({
+      .spawn = [&] { return spawn_publisher(db, kafka); },
+      .finished = published,
+      .queued = emitted_count,
+      .queue_more = [&] { emit_events(kMoreEvents); },
+  });
   REQUIRE(kills_mid_run >= 3);
 
   const pid_t pid = spawn_publisher(db, kafka);
