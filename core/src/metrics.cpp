@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include <prometheus/counter.h>
@@ -115,6 +117,14 @@ struct Metrics::Impl {
   Family<Gauge>& inbox_blocked_keys =
       gauge(*registry, "boxcar_inbox_blocked_keys",
             "Ordering keys of a consumer whose head receipt has failed (RETRYABLE, or DEAD under the block policy).");
+  Family<Gauge>& inbox_blocked_keys_by_scope =
+      gauge(*registry, "boxcar_inbox_blocked_keys_by_scope",
+            "Blocked ordering keys of a consumer per scope (global, tenant:ID): the 20 scopes with the most, the "
+            "rest summed under (other).");
+  // The series of boxcar_inbox_blocked_keys_by_scope set last, per consumer, to remove
+  // those of scopes no longer blocked.
+  std::mutex blocked_scopes_mutex;
+  std::map<std::string, std::map<std::string, Gauge*>> blocked_scope_series;
   Family<Gauge>& inbox_oldest_blocked_age =
       gauge(*registry, "boxcar_inbox_oldest_blocked_age_seconds",
             "How long the longest-blocked ordering key of a consumer has been blocked; 0 when none.");
@@ -238,6 +248,25 @@ void Metrics::set_inbox_oldest_due_age(const std::string& consumer, double secon
 void Metrics::set_inbox_blocked_keys(const std::string& consumer, double keys, double oldest_age_seconds) {
   impl_->inbox_blocked_keys.Add({{"consumer", consumer}}).Set(keys);
   impl_->inbox_oldest_blocked_age.Add({{"consumer", consumer}}).Set(non_negative(oldest_age_seconds));
+}
+
+void Metrics::set_inbox_blocked_keys_by_scope(const std::string& consumer,
+                                              const std::map<std::string, double>& by_scope) {
+  std::lock_guard lock(impl_->blocked_scopes_mutex);
+  auto& series = impl_->blocked_scope_series[consumer];
+  for (auto it = series.begin(); it != series.end();) {
+    if (by_scope.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    impl_->inbox_blocked_keys_by_scope.Remove(it->second);
+    it = series.erase(it);
+  }
+  for (const auto& [scope, keys] : by_scope) {
+    Gauge*& gauge = series[scope];
+    if (!gauge) gauge = &impl_->inbox_blocked_keys_by_scope.Add({{"consumer", consumer}, {"scope", scope}});
+    gauge->Set(keys);
+  }
 }
 
 void Metrics::set_outbox_events(std::string_view status, double count) {

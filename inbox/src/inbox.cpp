@@ -199,9 +199,10 @@ struct BatchSlice {
 
 // The order a batch's leaders are inserted in: by identity, so concurrent batches take
 // their locks in one order; the items of a consumer that orders by key go last, by
-// (consumer, key), each key's in input order, which becomes their order within the key
-// (0012's trigger numbers a key's receipts as they are inserted) and keeps concurrent
-// batches locking keys in one order too.
+// (consumer, scope kind, scope id, key) as bytes, each key's in input order, which becomes
+// their order within the key (0012's trigger numbers a key's receipts as they are
+// inserted) and keeps concurrent batches locking keys in one order too: the order in which
+// a batch's completion locks them (inbox_settle_keys, migration 0034).
 std::vector<std::size_t> insertion_order(std::vector<std::size_t> order, const PreparedBatch& prepared) {
   const auto keyed = [&](std::size_t i) { return prepared[i]->ordering_key.has_value(); };
   if (std::none_of(order.begin(), order.end(), keyed)) return order;
@@ -210,7 +211,8 @@ std::vector<std::size_t> insertion_order(std::vector<std::size_t> order, const P
     const auto& pb = *prepared[b];
     if (pa.ordering_key.has_value() != pb.ordering_key.has_value()) return !pa.ordering_key.has_value();
     if (!pa.ordering_key) return false;
-    return std::tie(pa.consumer, *pa.ordering_key, a) < std::tie(pb.consumer, *pb.ordering_key, b);
+    return std::tie(pa.consumer, pa.scope_kind, pa.scope_id, *pa.ordering_key, a) <
+           std::tie(pb.consumer, pb.scope_kind, pb.scope_id, *pb.ordering_key, b);
   });
   return order;
 }

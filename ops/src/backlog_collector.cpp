@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "boxcar/core/detail/periodic_thread.hpp"
 #include "boxcar/core/error.hpp"
 #include "boxcar/core/logging.hpp"
+#include "boxcar/core/scope.hpp"
 #include "boxcar/core/sql_identifier.hpp"
 #include "boxcar/core/tx.hpp"
 #include "boxcar/core/detail/with_schema.hpp"
@@ -43,6 +45,10 @@ constexpr std::string_view kTables[] = {"inbox_receipts", "outbox_events"};
 // in rows are whatever a role able to insert wrote: labels must stay bounded.
 constexpr std::size_t kMaxUndeclaredConsumers = 20;
 const std::string kUndeclared = "(undeclared)";
+// A consumer's blocked keys are labelled by scope for this many scopes (those with the
+// most); the rest are summed under kOtherScopes. Scopes are tenants: bounded labels.
+constexpr std::size_t kMaxBlockedScopes = 20;
+const std::string kOtherScopes = "(other)";
 
 struct ConsumerBacklog {
   std::map<std::string, double, std::less<>> by_status;  // missing status = 0
@@ -51,7 +57,29 @@ struct ConsumerBacklog {
   // Ordering keys whose head failed, and how long the longest-blocked one has been.
   double blocked_keys = 0;
   double oldest_blocked_age = 0;
+  // The blocked keys per scope (`global`, `tenant:ID`), at most kMaxBlockedScopes of them
+  // and kOtherScopes.
+  std::map<std::string, double> blocked_by_scope;
 };
+
+// Keeps the kMaxBlockedScopes scopes with the most blocked keys (the first in scope order
+// among equals) and sums the others under kOtherScopes.
+std::map<std::string, double> bounded_scopes(std::map<std::string, double> by_scope) {
+  if (by_scope.size() <= kMaxBlockedScopes) return by_scope;
+  std::vector<std::pair<std::string, double>> ranked(by_scope.begin(), by_scope.end());
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::map<std::string, double> kept;
+  double other = 0;
+  for (std::size_t i = 0; i < ranked.size(); ++i) {
+    if (i < kMaxBlockedScopes) {
+      kept.insert(ranked[i]);
+    } else {
+      other += ranked[i].second;
+    }
+  }
+  kept[kOtherScopes] += other;
+  return kept;
+}
 
 struct TableHealth {
   double dead_tuples = 0;
@@ -85,6 +113,7 @@ nlohmann::json inbox_figures(const std::map<std::string, ConsumerBacklog>& consu
     entry["oldest_due_age"] = backlog.oldest_due_age;
     entry["blocked_keys"] = backlog.blocked_keys;
     entry["oldest_blocked_age"] = backlog.oldest_blocked_age;
+    entry["blocked_by_scope"] = backlog.blocked_by_scope;
   }
   return {{"consumers", std::move(out)}};
 }
@@ -99,6 +128,8 @@ std::map<std::string, ConsumerBacklog> inbox_from_figures(const nlohmann::json& 
     // Figures stored by a process of an older release have no key figures.
     backlog.blocked_keys = entry.value("blocked_keys", 0.0);
     backlog.oldest_blocked_age = entry.value("oldest_blocked_age", 0.0);
+    if (entry.contains("blocked_by_scope"))
+      for (const auto& [scope, keys] : entry.at("blocked_by_scope").items()) backlog.blocked_by_scope[scope] = keys;
   }
   return consumers;
 }
@@ -304,9 +335,15 @@ void BacklogCollector::collect_once() {
           capped(kWaiting, "waiting", "WAITING");
           for (const auto& row : run(kBlockedKeys)) {
             auto& consumer = snapshot.consumers[row["consumer"].as<std::string>()];
-            consumer.blocked_keys = row["blocked_keys"].as<double>();
-            consumer.oldest_blocked_age = row["oldest_blocked_age"].as<double>();
+            const double keys = row["blocked_keys"].as<double>();
+            const auto kind = row["scope_kind"].as<std::string>();
+            const Scope scope = kind == "global" ? Scope::global() : Scope::tenant(row["scope_id"].as<std::string>());
+            consumer.blocked_keys += keys;
+            consumer.blocked_by_scope[to_string(scope)] += keys;
+            consumer.oldest_blocked_age = std::max(consumer.oldest_blocked_age, row["oldest_blocked_age"].as<double>());
           }
+          for (auto& [name, consumer] : snapshot.consumers)
+            consumer.blocked_by_scope = bounded_scopes(std::move(consumer.blocked_by_scope));
           // Above the cap: the statistics' estimate, never below what the capped scan saw.
           if (!above_cap.empty())
             for (const auto& row : run(kEstimates, options_.schema)) {
@@ -372,11 +409,13 @@ void BacklogCollector::collect_once() {
       folded.estimated.insert(it->second.estimated.begin(), it->second.estimated.end());
       folded.oldest_due_age = std::max(folded.oldest_due_age, it->second.oldest_due_age);
       folded.blocked_keys += it->second.blocked_keys;
+      for (const auto& [scope, keys] : it->second.blocked_by_scope) folded.blocked_by_scope[scope] += keys;
       folded.oldest_blocked_age = std::max(folded.oldest_blocked_age, it->second.oldest_blocked_age);
       any_folded = true;
       it = snapshot.consumers.erase(it);
     }
     if (any_folded) {
+      folded.blocked_by_scope = bounded_scopes(std::move(folded.blocked_by_scope));
       snapshot.consumers[kUndeclared] = std::move(folded);
       state_->known_consumers.insert(kUndeclared);
     }
@@ -391,6 +430,7 @@ void BacklogCollector::collect_once() {
       }
       metrics_->set_inbox_oldest_due_age(consumer, backlog.oldest_due_age);
       metrics_->set_inbox_blocked_keys(consumer, backlog.blocked_keys, backlog.oldest_blocked_age);
+      metrics_->set_inbox_blocked_keys_by_scope(consumer, backlog.blocked_by_scope);
     }
   }
   if (snapshot.outbox_known) {

@@ -119,8 +119,8 @@ WHERE c.consumer IS NOT NULL
 )SQL";
 
 // Receipts waiting behind their ordering key's head (docs/ordering.md), per consumer, from
-// inbox_receipts_waiting (consumer, ordering_key, key_seq, id) WHERE status = 'WAITING'
-// (index-only). $1 (bigint): rows read per consumer at most. No consumer orders by key:
+// inbox_receipts_waiting (consumer, scope_kind, scope_id, ordering_key, key_seq, id) WHERE
+// status = 'WAITING' (index-only, in index order). $1 (bigint): rows read per consumer at most. No consumer orders by key:
 // an empty index, one descent.
 inline constexpr std::string_view kInboxWaiting = R"SQL(
 WITH RECURSIVE consumers AS (
@@ -148,22 +148,25 @@ CROSS JOIN LATERAL (
         FROM {schema}.inbox_receipts AS r
         WHERE r.consumer = c.consumer
           AND r.status = 'WAITING'
-        ORDER BY r.ordering_key
+        ORDER BY r.scope_kind, r.scope_id, r.ordering_key
         LIMIT $1::bigint) AS s
 ) AS capped
 WHERE c.consumer IS NOT NULL
 )SQL";
 
-// Blocked ordering keys per consumer (keys whose head failed), from
+// Blocked ordering keys per consumer and scope (keys whose head failed), from
 // inbox_ordering_keys_blocked (consumer, blocked_since) WHERE blocked_since IS NOT NULL:
-// the key table holds only keys with work, and this index only the blocked ones.
+// the key table holds only keys with work, and this index only the blocked ones. The
+// collector sums the scopes per consumer and keeps the 20 with the most as labels.
 inline constexpr std::string_view kInboxBlockedKeys = R"SQL(
 SELECT k.consumer,
+       k.scope_kind,
+       k.scope_id,
        pg_catalog.count(*) AS blocked_keys,
        EXTRACT(epoch FROM pg_catalog.now() - pg_catalog.min(k.blocked_since))::float8 AS oldest_blocked_age
 FROM {schema}.inbox_ordering_keys AS k
 WHERE k.blocked_since IS NOT NULL
-GROUP BY k.consumer
+GROUP BY k.consumer, k.scope_kind, k.scope_id
 )SQL";
 
 // DEAD receipts an operator has not discarded, per consumer, index-only scans of

@@ -121,12 +121,14 @@ std::string to_table(const StatusReport& report) {
   if (!report.blocked_keys.empty()) {
     std::vector<std::vector<std::string>> blocked;
     for (const auto& k : report.blocked_keys)
-      blocked.push_back({k.consumer, k.key, std::to_string(k.head_id), k.head_status, std::to_string(k.head_attempts),
+      blocked.push_back({k.consumer, to_string(k.scope), k.key, std::to_string(k.head_id), k.head_status,
+                         std::to_string(k.head_attempts),
                          k.waiting > kBlockedKeyWaitingCap ? ">" + n(kBlockedKeyWaitingCap) : n(k.waiting),
                          format_age(k.blocked_for), k.head_error_type});
-    out += "\nBLOCKED KEYS (each held by its head receipt; boxcar dead unblock KEY releases a DEAD one)\n";
-    out += render({"CONSUMER", "KEY", "RECEIPT", "STATUS", "ATTEMPTS", "WAITING", "BLOCKED FOR", "ERROR TYPE"}, blocked,
-                  99);
+    out +=
+        "\nBLOCKED KEYS (each held by its head receipt; boxcar dead unblock KEY --scope SCOPE releases a DEAD one)\n";
+    out += render({"CONSUMER", "SCOPE", "KEY", "RECEIPT", "STATUS", "ATTEMPTS", "WAITING", "BLOCKED FOR", "ERROR TYPE"},
+                  blocked, 99);
   }
   out += "\nOUTBOX\n";
   out +=
@@ -163,6 +165,7 @@ nlohmann::json to_json(const StatusReport& report) {
   auto blocked = nlohmann::json::array();
   for (const auto& k : report.blocked_keys)
     blocked.push_back({{"consumer", k.consumer},
+                       {"scope", to_string(k.scope)},
                        {"key", k.key},
                        {"receipt_id", k.head_id},
                        {"status", k.head_status},

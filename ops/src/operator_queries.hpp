@@ -56,10 +56,13 @@ ORDER BY status
 )sql";
 
 // Keys whose head failed (docs/ordering.md): from inbox_ordering_keys_blocked, oldest
-// first, each with its head receipt and how many receipts wait behind it (an index-only
-// count on inbox_receipts_waiting, at most $2 + 1 read). $1: keys at most.
+// first, each with its scope, its head receipt and how many receipts wait behind it (an
+// index-only count on inbox_receipts_waiting, which leads with the key's consumer, scope
+// and key, at most $2 + 1 read). $1: keys at most.
 inline constexpr const char* kBlockedKeys = R"sql(
 SELECT k.consumer,
+       k.scope_kind,
+       k.scope_id,
        k.ordering_key,
        k.head_id,
        r.status AS head_status,
@@ -71,19 +74,22 @@ SELECT k.consumer,
         FROM (SELECT 1
               FROM {schema}.inbox_receipts AS w
               WHERE w.consumer = k.consumer
+                AND w.scope_kind = k.scope_kind
+                AND w.scope_id = k.scope_id
                 AND w.ordering_key = k.ordering_key
                 AND w.status = 'WAITING'
               LIMIT $2::bigint + 1::bigint) AS behind) AS waiting
 FROM {schema}.inbox_ordering_keys AS k
 JOIN {schema}.inbox_receipts AS r ON r.id = k.head_id
 WHERE k.blocked_since IS NOT NULL
-ORDER BY k.blocked_since, k.consumer, k.ordering_key
+ORDER BY k.blocked_since, k.consumer, k.scope_kind, k.scope_id, k.ordering_key
 LIMIT $1::bigint
 )sql";
 
 // `boxcar dead unblock KEY`: the DEAD receipt that blocks key $2 (of consumer $1, '' =
-// any) stops blocking it; 0012's trigger then promotes the key's next receipt. The
-// receipt stays DEAD, listed and replayable.
+// any; of scope kind $3 and id $4, $3 '' = any scope) stops blocking it; the key-order
+// trigger (0034) then promotes the key's next receipt. The receipt stays DEAD, listed and
+// replayable.
 inline constexpr const char* kUnblockKey = R"sql(
 UPDATE {schema}.inbox_receipts AS r
 SET key_released_at = pg_catalog.now(),
@@ -91,12 +97,13 @@ SET key_released_at = pg_catalog.now(),
 FROM {schema}.inbox_ordering_keys AS k
 WHERE k.ordering_key = $2::text
   AND ($1::text = '' OR k.consumer = $1::text)
+  AND ($3::text = '' OR (k.scope_kind = $3::text AND k.scope_id = $4::text))
   AND r.id = k.head_id
   AND r.status = 'DEAD'
   AND r.park_after IS NULL
   AND r.key_released_at IS NULL
   AND r.discarded_at IS NULL
-RETURNING r.id, r.consumer
+RETURNING r.id, r.consumer, r.scope_kind, r.scope_id
 )sql";
 
 // ---------------------------------------------------------------------------------------

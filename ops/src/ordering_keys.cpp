@@ -1,10 +1,21 @@
 // Blocked ordering keys and their release (SQL in operator_queries.hpp).
 #include "boxcar/ops/ordering_keys.hpp"
 
+#include <set>
+
 #include "operator_queries.hpp"
 #include "operator_support.hpp"
 
 namespace boxcar {
+
+namespace {
+
+Scope scope_of(const pqxx::row& row) {
+  return row["scope_kind"].as<std::string>() == "global" ? Scope::global()
+                                                         : Scope::tenant(row["scope_id"].as<std::string>());
+}
+
+}  // namespace
 
 namespace detail {
 
@@ -13,6 +24,7 @@ std::vector<BlockedKey> read_blocked_keys(pqxx::transaction_base& tx, const std:
   std::vector<BlockedKey> keys;
   for (const auto& row : tx.exec_params(sql, static_cast<long long>(limit), kBlockedKeyWaitingCap))
     keys.push_back({.consumer = row["consumer"].as<std::string>(),
+                    .scope = scope_of(row),
                     .key = row["ordering_key"].as<std::string>(),
                     .head_id = row["head_id"].as<std::int64_t>(),
                     .head_status = row["head_status"].as<std::string>(),
@@ -33,14 +45,30 @@ std::vector<BlockedKey> blocked_keys(ConnectionPool& pool, const std::string& sc
   });
 }
 
-std::vector<UnblockedKey> unblock_key(ConnectionPool& pool, const std::string& schema, const std::string& key,
-                                      const std::string& consumer) {
+std::vector<UnblockedKey> unblock_key(ConnectionPool& pool, const std::string& schema, const UnblockRequest& request) {
+  if (request.key.empty()) throw OperatorError("UNBLOCK_KEY_REQUIRED", "dead unblock needs the ordering key");
   const std::string sql = detail::operator_statement(detail::operator_sql::kUnblockKey, schema);
+  const std::string scope_kind = request.scope ? to_string(request.scope->kind) : "";
+  const std::string scope_id = request.scope ? request.scope->id : "";
   return detail::with_operator_connection(pool, "dead unblock", true, [&](pqxx::connection& c) {
-    pqxx::nontransaction tx(c);
+    pqxx::work tx(c);
     std::vector<UnblockedKey> released;
-    for (const auto& row : tx.exec_params(sql, consumer, key))
-      released.push_back({.consumer = row["consumer"].as<std::string>(), .receipt_id = row["id"].as<std::int64_t>()});
+    std::set<std::string> scopes;
+    for (const auto& row : tx.exec_params(sql, request.consumer, request.key, scope_kind, scope_id)) {
+      released.push_back({.consumer = row["consumer"].as<std::string>(),
+                          .scope = scope_of(row),
+                          .receipt_id = row["id"].as<std::int64_t>()});
+      scopes.insert(to_string(released.back().scope));
+    }
+    // Rolled back with the transaction: one tenant's key is released only when asked for.
+    if (!request.scope && !request.every_scope && scopes.size() > 1) {
+      std::string named;
+      for (const auto& scope : scopes) named += (named.empty() ? "" : ", ") + scope;
+      throw OperatorError("UNBLOCK_SCOPE_REQUIRED", "key '" + request.key + "' is blocked by a DEAD head in " +
+                                                        std::to_string(scopes.size()) + " scopes (" + named +
+                                                        "): name one, or release it in every scope");
+    }
+    tx.commit();
     return released;
   });
 }

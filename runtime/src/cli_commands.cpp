@@ -170,33 +170,47 @@ void add_dead_action(CommandTree& tree, CLI::App& dead, const std::string& actio
 }
 
 // Exit 1 when nothing was released: a script that unblocks a key must learn that it is
-// still held (by a head that is still retried, or by nothing at all).
+// still held (by a head that is still retried, or by nothing at all). A key is one scope's
+// (docs/ordering.md): without --scope, a key blocked in several scopes is refused
+// (UNBLOCK_SCOPE_REQUIRED, exit 1) unless --every-scope says to release them all.
 void add_dead_unblock(CommandTree& tree, CLI::App& dead, std::ostream& out) {
   struct UnblockFlags {
     std::string key;
     std::string consumer;
+    std::string scope;
+    bool every_scope = false;
     bool json = false;
   };
   auto o = std::make_shared<UnblockFlags>();
   const auto run = [o, &out](const RuntimeConfig& config) {
+    UnblockRequest request{.key = o->key, .consumer = o->consumer, .every_scope = o->every_scope};
+    if (!o->scope.empty()) {
+      request.scope = parse_scope(o->scope);
+      if (!request.scope) throw ConfigError("--scope", "expects global or tenant:ID, got '" + o->scope + "'");
+    }
     auto pool = operator_pool(config);
-    const auto released = unblock_key(*pool, config.schema, o->key, o->consumer);
+    const auto released = unblock_key(*pool, config.schema, request);
     if (o->json) {
       auto rows = nlohmann::json::array();
-      for (const auto& r : released) rows.push_back({{"consumer", r.consumer}, {"receipt_id", r.receipt_id}});
+      for (const auto& r : released)
+        rows.push_back({{"consumer", r.consumer}, {"scope", to_string(r.scope)}, {"receipt_id", r.receipt_id}});
       out << nlohmann::json{{"key", o->key}, {"released", rows}}.dump(2) << "\n";
       return released.empty() ? ExitCode::Failure : ExitCode::Ok;
     }
     for (const auto& r : released)
-      out << "released key '" << o->key << "' of " << r.consumer << " from DEAD receipt " << r.receipt_id
-          << " (it stays DEAD: boxcar dead retry --id " << r.receipt_id << " replays it)\n";
+      out << "released key '" << o->key << "' of " << r.consumer << " in scope " << to_string(r.scope)
+          << " from DEAD receipt " << r.receipt_id << " (it stays DEAD: boxcar dead retry --id " << r.receipt_id
+          << " replays it)\n";
     if (!released.empty()) return ExitCode::Ok;
     bool held = false;
     for (const auto& k : blocked_keys(*pool, config.schema, 1000)) {
-      if (k.key != o->key || (!o->consumer.empty() && k.consumer != o->consumer)) continue;
+      if (k.key != o->key || (!o->consumer.empty() && k.consumer != o->consumer) ||
+          (request.scope && k.scope != *request.scope))
+        continue;
       held = true;
-      out << "key '" << o->key << "' of " << k.consumer << " is held by receipt " << k.head_id << ", which is "
-          << k.head_status << " after " << k.head_attempts << " attempt(s): only a DEAD head can be released\n";
+      out << "key '" << o->key << "' of " << k.consumer << " in scope " << to_string(k.scope) << " is held by receipt "
+          << k.head_id << ", which is " << k.head_status << " after " << k.head_attempts
+          << " attempt(s): only a DEAD head can be released\n";
     }
     if (!held) out << "no DEAD receipt blocks key '" << o->key << "'\n";
     return ExitCode::Failure;
@@ -206,6 +220,11 @@ void add_dead_unblock(CommandTree& tree, CLI::App& dead, std::ostream& out) {
   command.add_option("KEY", o->key, "the ordering key")->required();
   command.add_option("--consumer", o->consumer, "only this consumer's key (default: every consumer's)")
       ->type_name("NAME");
+  command
+      .add_option("--scope", o->scope,
+                  "only this scope's key: global or tenant:ID (default: the one scope that has the key blocked)")
+      ->type_name("SCOPE");
+  command.add_flag("--every-scope", o->every_scope, "release the key in every scope that has it blocked");
   command.add_flag("--json", o->json, "print the released receipts as JSON");
 }
 

@@ -67,6 +67,7 @@ TEST_CASE("a wrong command line or configuration exits 2") {
           {"status --bogus", 2},
           {"frob", 2},
           {"status --watch x", 2},
+          {"dead unblock k --scope tenant:", 2},  // a scope is global or tenant:ID
           {"status --watch 0", 2},
           {"status --count 2", 2},  // --count needs --watch
           {"status --check --json", 2},

@@ -44,7 +44,8 @@ const std::map<std::string, std::vector<std::string>> kStandIns = {
     // nothing to release the command exits 1 by design.
     {"boxcar dead unblock KEY", {"boxcar dead unblock --help"}},
     {"boxcar dead unblock", {"boxcar dead unblock --help"}},
-    {"boxcar dead unblock KEY [--consumer C]", {"boxcar dead unblock --help"}},
+    {"boxcar dead unblock KEY [--consumer C] [--scope SCOPE | --every-scope]", {"boxcar dead unblock --help"}},
+    {"boxcar dead unblock KEY --scope SCOPE [--consumer C]", {"boxcar dead unblock --help"}},
     {"boxcar dead retry --failure-group 3f2a9c01b7de --dry-run",
      {"boxcar dead retry --failure-group {group} --dry-run"}},
     {"boxcar dead retry --failure-group 3f2a9c01b7de --actor alice",

@@ -521,3 +521,126 @@ TEST_CASE("boxcar migrate accepts a schema a newer build migrated compatibly and
   CHECK(output.find("MIGRATION_UNKNOWN_VERSION") != std::string::npos);
   CHECK(output.find("needs a Boxcar that knows migration " + newer) != std::string::npos);
 }
+
+TEST_CASE("an upgrade gives each scope its own ordering keys: receipts that waited behind another tenant run") {
+  PartialSchema db(32);
+  const auto exec = [&](const std::string& sql) {
+    pqxx::connection c(db.url());
+    pqxx::nontransaction(c).exec(sql);
+  };
+  // Under 0012's keys, tenant B's order 42 waits behind tenant A's DEAD head, in one key.
+  const auto accept = [&](const std::string& tenant, const std::string& key, int seq) {
+    exec("INSERT INTO " + db.q("inbox_receipts") +
+         " (scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, payload, fingerprint, "
+         "ordering_key) VALUES ('tenant', '" +
+         tenant + "', 's', 'c', '" + tenant + ":" + key + "-" + std::to_string(seq) +
+         "', 'e', 1, '{}', repeat('a', 64), '" + key + "')");
+  };
+  accept("A", "42", 0);
+  accept("B", "42", 0);
+  accept("A", "42", 1);
+  accept("B", "42", 1);
+  accept("B", "7", 0);
+  exec("UPDATE " + db.q("inbox_receipts") +
+       " SET status = 'DEAD', dead_reason = 'HANDLER_PERMANENT' WHERE message_id = 'A:42-0'");
+  const auto status_of = [&](const std::string& message_id) {
+    pqxx::connection c(db.url());
+    return pqxx::nontransaction(c)
+        .exec1("SELECT status FROM " + db.q("inbox_receipts") + " WHERE message_id = '" + message_id + "'")[0]
+        .as<std::string>();
+  };
+  REQUIRE(status_of("B:42-0") == "WAITING");
+  REQUIRE(db.scalar("SELECT count(*) FROM " + db.q("inbox_ordering_keys")) == 2);
+
+  migrate(db.url(), {.schema = db.schema()});
+  // Tenant B's first order-42 message heads B's own key; the rest keep their order.
+  CHECK(status_of("B:42-0") == "PENDING");
+  CHECK(status_of("B:42-1") == "WAITING");
+  CHECK(status_of("A:42-0") == "DEAD");
+  CHECK(status_of("A:42-1") == "WAITING");
+  CHECK(status_of("B:7-0") == "PENDING");
+  const auto head = [&](const std::string& tenant, const std::string& key) {
+    pqxx::connection c(db.url());
+    return pqxx::nontransaction(c)
+        .exec1("SELECT r.message_id FROM " + db.q("inbox_ordering_keys") + " AS k JOIN " + db.q("inbox_receipts") +
+               " AS r ON r.id = k.head_id WHERE k.scope_kind = 'tenant' AND k.scope_id = '" + tenant +
+               "' AND k.ordering_key = '" + key + "'")[0]
+        .as<std::string>();
+  };
+  CHECK(head("A", "42") == "A:42-0");
+  CHECK(head("B", "42") == "B:42-0");
+  CHECK(head("B", "7") == "B:7-0");
+  CHECK(db.scalar("SELECT count(*) FROM " + db.q("inbox_ordering_keys")) == 3);
+  // Only A's key stays blocked.
+  CHECK(db.scalar("SELECT count(*) FROM " + db.q("inbox_ordering_keys") + " WHERE blocked_since IS NOT NULL") == 1);
+
+  // B's next message comes after its waiting one, and B's head finishing promotes B's.
+  accept("B", "42", 2);
+  CHECK(db.scalar("SELECT count(*) FROM " + db.q("inbox_receipts") + " AS x, " + db.q("inbox_receipts") +
+                  " AS y WHERE x.message_id = 'B:42-1' AND y.message_id = 'B:42-2' AND x.key_seq < y.key_seq") == 1);
+  exec("UPDATE " + db.q("inbox_receipts") +
+       " SET status = 'COMPLETED', completed_at = now() WHERE message_id = 'B:42-0'");
+  CHECK(status_of("B:42-1") == "PENDING");
+  CHECK(status_of("A:42-1") == "WAITING");
+  CHECK(status_of("B:42-2") == "WAITING");
+  // The waiting receipts' index is the scoped one, under its old name.
+  CHECK(db.scalar("SELECT count(*) FROM " + index_definitions_of(db.schema()) +
+                  " WHERE indexname = 'inbox_receipts_waiting' AND indexdef LIKE "
+                  "'%(consumer, scope_kind, scope_id, ordering_key, key_seq NULLS FIRST, id)%'") == 1);
+}
+
+TEST_CASE("a key-order trigger caught mid-statement by the scoping upgrade never runs its old body on the new keys") {
+  PartialSchema db(32);
+  const auto exec = [&](const std::string& sql) {
+    pqxx::connection c(db.url());
+    pqxx::nontransaction(c).exec(sql);
+  };
+  // Key k of consumer c under 0012's unscoped keys: C:k-0 heads it, D's two receipts and
+  // C:k-1 wait behind it, in that order.
+  for (const char* id : {"C:k-0", "D:k-0", "D:k-1", "C:k-1"})
+    exec("INSERT INTO " + db.q("inbox_receipts") +
+         " (scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, payload, fingerprint, "
+         "ordering_key) VALUES ('tenant', '" +
+         std::string(1, id[0]) + "', 's', 'c', '" + id + "', 'e', 1, '{}', repeat('a', 64), 'k')");
+  // Sessions waiting, directly or behind one that waits, for the holder's transaction.
+  pqxx::connection holder(db.url());
+  const int holder_pid = holder.backendpid();
+  const auto waiting_on_locks = [&] {
+    return db.scalar("WITH RECURSIVE blocked AS (SELECT pid FROM pg_stat_activity WHERE " + std::to_string(holder_pid) +
+                     " = ANY (pg_blocking_pids(pid)) UNION SELECT a.pid FROM pg_stat_activity AS a JOIN blocked AS b "
+                     "ON b.pid = ANY (pg_blocking_pids(a.pid))) SELECT count(*) FROM blocked");
+  };
+
+  // Hold D:k-0, which the upgrade makes the head of D's own key: the upgrade stops there,
+  // holding its locks.
+  pqxx::work hold(holder);
+  hold.exec("SELECT 1 FROM " + db.q("inbox_receipts") + " WHERE message_id = 'D:k-0' FOR UPDATE");
+  // A lock_timeout longer than the test: the upgrade's step waits, it does not start over.
+  auto upgrade =
+      std::async(std::launch::async, [&] { return migrate(db.url(), {.schema = db.schema(), .lock_timeout = 60s}); });
+  REQUIRE(boxcar::testing::eventually([&] { return waiting_on_locks() >= 1; }, 20s));
+  // A worker completes C:k-0 now: its key-order trigger lets go of the key.
+  auto completion = std::async(std::launch::async, [&] {
+    exec("UPDATE " + db.q("inbox_receipts") +
+         " SET status = 'COMPLETED', completed_at = now() WHERE message_id = "
+         "'C:k-0'");
+  });
+  REQUIRE(boxcar::testing::eventually([&] { return waiting_on_locks() >= 2; }, 20s));
+  hold.commit();
+  upgrade.get();
+  completion.get();
+
+  const auto status_of = [&](const std::string& message_id) {
+    pqxx::connection c(db.url());
+    return pqxx::nontransaction(c)
+        .exec1("SELECT status FROM " + db.q("inbox_receipts") + " WHERE message_id = '" + message_id + "'")[0]
+        .as<std::string>();
+  };
+  // Each tenant's key has one head, its oldest unfinished receipt; D's second one waits.
+  CHECK(status_of("C:k-0") == "COMPLETED");
+  CHECK(status_of("C:k-1") == "PENDING");
+  CHECK(status_of("D:k-0") == "PENDING");
+  CHECK(status_of("D:k-1") == "WAITING");
+  CHECK(db.scalar("SELECT count(*) FROM " + db.q("inbox_ordering_keys") + " AS k JOIN " + db.q("inbox_receipts") +
+                  " AS h ON h.id = k.head_id WHERE h.scope_id = k.scope_id AND h.status = 'PENDING'") == 2);
+}

@@ -30,11 +30,12 @@ namespace {
 constexpr const char* kConsumer = "orders.v1";
 
 // Message `seq` of key `key`: the key travels in the payload, the pointer the rule names.
-AcceptRequest keyed(const std::string& key, int seq) {
-  return {.scope = Scope::tenant("t1"),
+// Its message id names its tenant unless that is the default one, "t1".
+AcceptRequest keyed(const std::string& key, int seq, const std::string& tenant = "t1") {
+  return {.scope = Scope::tenant(tenant),
           .source = "test",
           .consumer = kConsumer,
-          .message_id = key + "-" + std::to_string(seq),
+          .message_id = (tenant == "t1" ? "" : tenant + ":") + key + "-" + std::to_string(seq),
           .event_type = "thing.happened",
           .schema_version = 1,
           .payload = {{"order", {{"id", key}}}, {"seq", seq}}};
@@ -258,8 +259,8 @@ TEST_CASE("under block a poisoned key stays blocked behind its DEAD head until u
   CHECK(e.value("boxcar_inbox_receipts", {{"consumer", kConsumer}, {"status", "WAITING"}}) == 2);
 
   // Releasing the key lets the rest run; the poison stays DEAD and replayable.
-  CHECK(unblock_key(*s.pool, s.db.schema(), "good1").empty());  // not blocked: nothing to release
-  const auto released = unblock_key(*s.pool, s.db.schema(), "bad", kConsumer);
+  CHECK(unblock_key(*s.pool, s.db.schema(), {.key = "good1"}).empty());  // not blocked: nothing to release
+  const auto released = unblock_key(*s.pool, s.db.schema(), {.key = "bad", .consumer = kConsumer});
   REQUIRE(released.size() == 1);
   CHECK(released[0].consumer == kConsumer);
   // bad-1 is poisoned too: it runs, goes DEAD and blocks the key in its turn.
@@ -402,4 +403,131 @@ TEST_CASE("an accept that commits while a batch's settlement waits for its key b
   CHECK(s.status_of("k-0") == "COMPLETED");
   CHECK(s.status_of("k-1") == "PENDING");
   CHECK(s.head_of("k") == "k-1");
+}
+
+// Keys are scoped (docs/ordering.md, migration 0034): the same key text under two tenants
+// is two keys, so one tenant's poison cannot hold another tenant's messages.
+TEST_CASE("tenants sending the same order id have separate keys: one tenant's DEAD head holds only its own") {
+  Setup s;
+  Inbox inbox(s.pool, s.inbox_options(HeadOfLine::block()));
+  inbox.accept(keyed("42", 0, "A"));
+  inbox.accept(keyed("42", 0, "B"));
+  CHECK(s.status_of("A:42-0") == "PENDING");
+  CHECK(s.status_of("B:42-0") == "PENDING");  // not WAITING behind tenant A's head
+
+  // Tenant A's message is poison: under block its head goes DEAD and keeps A's key.
+  struct PoisonFromA final : InboxHandler {
+    std::string table;
+    void handle(const nlohmann::json& payload, HandlerContext& context) override {
+      if (context.scope.id == "A") throw InboxPermanentError("tenant A sends poison");
+      context.tx.exec("INSERT INTO " + table + " (key, seq) VALUES ($1, $2)",
+                      payload.at("order").at("id").get<std::string>(), payload.at("seq").get<int>());
+    }
+  };
+  auto handler = std::make_shared<PoisonFromA>();
+  handler->table = s.db.qualified("{schema}.app_rows");
+  Worker worker(s.pool, s.worker_options(2),
+                {{.consumer = kConsumer, .supports = {{"thing.happened", 1}}, .handler = handler}});
+  worker.start();
+  REQUIRE(eventually([&] { return s.status_of("A:42-0") == "DEAD" && s.status_of("B:42-0") == "COMPLETED"; }, 30s));
+
+  // Later messages of order 42: tenant A's waits behind A's own DEAD head, tenant B's runs.
+  inbox.accept(keyed("42", 1, "A"));
+  inbox.accept(keyed("42", 1, "B"));
+  REQUIRE(eventually([&] { return s.status_of("B:42-1") == "COMPLETED"; }, 30s));
+  std::this_thread::sleep_for(300ms);  // several poll intervals: A's second message may not run
+  worker.stop();
+  CHECK(s.status_of("A:42-1") == "WAITING");
+  CHECK(s.written().at("42") == std::vector<int>{0, 1});  // both of tenant B's, in order
+
+  const auto blocked = blocked_keys(*s.pool, s.db.schema());
+  REQUIRE(blocked.size() == 1);
+  CHECK(blocked[0].scope == Scope::tenant("A"));
+  CHECK(blocked[0].key == "42");
+  CHECK(blocked[0].waiting == 1);
+  const auto report = status(*s.pool, s.db.schema(), {kConsumer});
+  REQUIRE(report.blocked_keys.size() == 1);
+  CHECK(to_json(report)["blocked_keys"][0]["scope"] == "tenant:A");
+  CHECK(to_table(report).find("tenant:A") != std::string::npos);
+}
+
+TEST_CASE("a key blocked in two scopes is released in one named scope, and only on request in every scope") {
+  Setup s;
+  {
+    Inbox inbox(s.pool, s.inbox_options(HeadOfLine::block()));
+    for (const char* tenant : {"A", "B"})
+      for (int seq = 0; seq < 2; ++seq) inbox.accept(keyed("7", seq, tenant));
+  }
+  // Both heads DEAD, as a worker leaves them after their last attempt.
+  s.db.query(
+      "UPDATE {schema}.inbox_receipts SET status = 'DEAD', dead_reason = 'HANDLER_PERMANENT' "
+      "WHERE message_id IN ('A:7-0', 'B:7-0')");
+  REQUIRE(blocked_keys(*s.pool, s.db.schema()).size() == 2);
+
+  // No scope named: two tenants' keys match, so nothing is released.
+  try {
+    unblock_key(*s.pool, s.db.schema(), {.key = "7"});
+    FAIL("a key blocked in two scopes was released without naming one");
+  } catch (const OperatorError& e) {
+    CHECK(e.code() == "UNBLOCK_SCOPE_REQUIRED");
+  }
+  CHECK(s.status_of("A:7-1") == "WAITING");
+  CHECK(s.status_of("B:7-1") == "WAITING");
+
+  // The gauges name each blocked scope.
+  auto metrics = std::make_shared<Metrics>();
+  // An interval of 1 ms: the second collection below computes anew instead of exporting
+  // the figures the first one stored.
+  BacklogCollector collector(s.pool, metrics,
+                             {.schema = s.db.schema(), .declared_consumers = {kConsumer}, .interval = 1ms});
+  collector.collect_once();
+  {
+    const Exposition e(metrics->serialize());
+    CHECK(e.value("boxcar_inbox_blocked_keys", {{"consumer", kConsumer}}) == 2);
+    CHECK(e.value("boxcar_inbox_blocked_keys_by_scope", {{"consumer", kConsumer}, {"scope", "tenant:A"}}) == 1);
+    CHECK(e.value("boxcar_inbox_blocked_keys_by_scope", {{"consumer", kConsumer}, {"scope", "tenant:B"}}) == 1);
+  }
+
+  const auto released = unblock_key(*s.pool, s.db.schema(), {.key = "7", .scope = Scope::tenant("B")});
+  REQUIRE(released.size() == 1);
+  CHECK(released[0].scope == Scope::tenant("B"));
+  CHECK(s.status_of("B:7-1") == "PENDING");
+  CHECK(s.status_of("A:7-1") == "WAITING");
+  std::this_thread::sleep_for(5ms);
+  collector.collect_once();
+  {
+    // Tenant B's series is gone, not left at its last value.
+    const Exposition e(metrics->serialize());
+    CHECK(e.value("boxcar_inbox_blocked_keys_by_scope", {{"consumer", kConsumer}, {"scope", "tenant:A"}}) == 1);
+    CHECK_FALSE(e.value("boxcar_inbox_blocked_keys_by_scope", {{"consumer", kConsumer}, {"scope", "tenant:B"}}));
+  }
+
+  // One scope left: no scope needs naming.
+  const auto rest = unblock_key(*s.pool, s.db.schema(), {.key = "7"});
+  REQUIRE(rest.size() == 1);
+  CHECK(rest[0].scope == Scope::tenant("A"));
+  CHECK(s.status_of("A:7-1") == "PENDING");
+}
+
+TEST_CASE("blocked keys of more than twenty scopes are labelled for twenty and the rest summed under (other)") {
+  Setup s;
+  {
+    Inbox inbox(s.pool, s.inbox_options(HeadOfLine::block()));
+    std::vector<AcceptRequest> batch;
+    for (int t = 0; t < 30; ++t)
+      for (int k = 0; k <= t / 10; ++k) batch.push_back(keyed("k" + std::to_string(k), 0, "t" + std::to_string(t)));
+    for (const auto& r : inbox.accept_many(batch)) REQUIRE(r.ok());
+  }
+  s.db.query("UPDATE {schema}.inbox_receipts SET status = 'DEAD', dead_reason = 'HANDLER_PERMANENT'");
+  auto metrics = std::make_shared<Metrics>();
+  BacklogCollector collector(s.pool, metrics, {.schema = s.db.schema(), .declared_consumers = {kConsumer}});
+  collector.collect_once();
+  const Exposition e(metrics->serialize());
+  // Tenants t0-t9 block one key, t10-t19 two, t20-t29 three: 60 keys in 30 scopes.
+  CHECK(e.value("boxcar_inbox_blocked_keys", {{"consumer", kConsumer}}) == 60);
+  CHECK(e.value("boxcar_inbox_blocked_keys_by_scope", {{"consumer", kConsumer}, {"scope", "tenant:t25"}}) == 3);
+  CHECK(e.value("boxcar_inbox_blocked_keys_by_scope", {{"consumer", kConsumer}, {"scope", "tenant:t15"}}) == 2);
+  CHECK_FALSE(e.value("boxcar_inbox_blocked_keys_by_scope", {{"consumer", kConsumer}, {"scope", "tenant:t5"}}));
+  CHECK(e.value("boxcar_inbox_blocked_keys_by_scope", {{"consumer", kConsumer}, {"scope", "(other)"}}) == 10);
+  CHECK(e.count("boxcar_inbox_blocked_keys_by_scope") == 21);
 }

@@ -96,17 +96,18 @@ struct Setup {
   std::shared_ptr<ConnectionPool> pool = db.pool(6);
   OutboxEmitter outbox{pool, {.schema = db.schema(), .notify = false}};
 
-  EmittedEvent emit(TxView tx, const std::string& key, int n, bool ordered = true) {
+  EmittedEvent emit(TxView tx, const std::string& key, int n, bool ordered = true, const std::string& tenant = "t1") {
     return outbox.emit(
         tx,
         OutboxMessage{.event_type = "thing.happened", .schema_version = 1, .topic = "things", .payload = {{"n", n}}},
-        {.scope = Scope::tenant("t1"), .key = key, .ordered = ordered});
+        {.scope = Scope::tenant(tenant), .key = key, .ordered = ordered});
   }
   // One committed transaction per event.
-  void emit_committed(const std::string& key, int n, bool ordered = true) {
+  EmittedEvent emit_committed(const std::string& key, int n, bool ordered = true, const std::string& tenant = "t1") {
     Tx tx = pool->begin();
-    emit(tx, key, n, ordered);
+    const auto emitted = emit(tx, key, n, ordered, tenant);
     tx.commit();
+    return emitted;
   }
   std::string status_of(std::int64_t id) const {
     return db.query("SELECT status FROM {schema}.outbox_events WHERE id = " + std::to_string(id))[0][0].c_str();
@@ -432,4 +433,51 @@ TEST_CASE("events from before migration 0013 and those of an older emitter after
   // An older emitter knows nothing of ordering: its events stay unordered, before and after.
   CHECK(scalar("SELECT count(*) FROM " + table + " WHERE status = 'PENDING' AND NOT ordered") == 4);
   CHECK(scalar("SELECT count(*) FROM " + quote_identifier(schema) + ".outbox_ordering_keys") == 0);
+}
+
+// Keys are scoped (migration 0037): two tenants emitting the same key on one topic have
+// two keys.
+TEST_CASE("two tenants' events of one topic and key neither wait for each other nor for a failing head") {
+  Setup s;
+  const auto a0 = s.emit_committed("42", 0, true, "A");
+  s.emit_committed("42", 1, true, "A");
+  const auto b0 = s.emit_committed("42", 100, true, "B");
+  CHECK(s.status_of(a0.id) == "PENDING");
+  CHECK(s.status_of(b0.id) == "PENDING");  // not WAITING behind tenant A's event
+  CHECK(s.key_rows() == 2);
+
+  // Tenant A's head fails for a minute: only A's next event waits.
+  PublisherStatements publisher(s.db);
+  std::string token = uuid_v7();
+  auto claimed = publisher.claim(token);
+  REQUIRE(claimed.size() == 2);
+  std::vector<Claimed> of_a, of_b;
+  for (const auto& e : claimed) (e.n < 100 ? of_a : of_b).push_back(e);
+  REQUIRE(of_a.size() == 1);
+  REQUIRE(of_b.size() == 1);
+  publisher.mark_failed(of_a, token, 60000);
+  publisher.mark_published(of_b, token);
+  const auto b1 = s.emit_committed("42", 101, true, "B");
+  CHECK(s.status_of(b1.id) == "PENDING");
+  token = uuid_v7();
+  claimed = publisher.claim(token);
+  REQUIRE(claimed.size() == 1);
+  CHECK(claimed[0].n == 101);
+  CHECK(s.count("status = 'WAITING'") == 1);  // A's second event, behind A's RETRYABLE head
+
+  // An open transaction of tenant A holding key 42 does not hold tenant B's emit.
+  Tx a_open = s.pool->begin();
+  s.emit(a_open, "42", 2, true, "A");
+  std::promise<std::int64_t> pid;
+  auto b_emit = std::async(std::launch::async, [&] {
+    Tx tx = s.pool->begin();
+    pid.set_value(tx.exec("SELECT pg_catalog.pg_backend_pid()")[0][0].as<std::int64_t>());
+    const auto emitted = s.emit(tx, "42", 102, true, "B");
+    tx.commit();
+    return emitted.id;
+  });
+  pid.get_future().get();
+  REQUIRE(b_emit.wait_for(10s) == std::future_status::ready);
+  b_emit.get();
+  a_open.rollback();
 }

@@ -1,6 +1,8 @@
 // The tests' Prometheus text reader.
 #include "exposition.hpp"
 
+#include <cstddef>
+
 namespace boxcar::testing {
 
 Exposition::Exposition(const std::string& text) : text_(text) {
@@ -19,6 +21,12 @@ std::optional<double> Exposition::value(const std::string& name, const Labels& l
   for (const auto& sample : samples_)
     if (sample.name == name && sample.labels == labels) return sample.value;
   return std::nullopt;
+}
+
+std::size_t Exposition::count(const std::string& name) const {
+  std::size_t n = 0;
+  for (const auto& sample : samples_) n += sample.name == name ? 1 : 0;
+  return n;
 }
 
 std::optional<double> Exposition::bucket(const std::string& name, Labels labels, double le) const {

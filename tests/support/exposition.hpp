@@ -25,6 +25,8 @@ class Exposition {
   std::optional<double> value(const std::string& name, const Labels& labels = {}) const;
   /// The cumulative count of histogram `name` in the bucket with upper bound `le`.
   std::optional<double> bucket(const std::string& name, Labels labels, double le) const;
+  /// How many samples (series) named `name` there are.
+  std::size_t count(const std::string& name) const;
   bool has_line(const std::string& line) const { return text_.find(line + "\n") != std::string::npos; }
   const std::string& text() const { return text_; }
 

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -73,6 +74,12 @@ class Metrics {
   /// boxcar_inbox_oldest_blocked_age_seconds{consumer}: how long the longest-blocked one
   /// has been (docs/ordering.md).
   void set_inbox_blocked_keys(const std::string& consumer, double keys, double oldest_age_seconds);
+  /// boxcar_inbox_blocked_keys_by_scope{consumer,scope} (gauge): the blocked keys of each
+  /// scope (`global`, `tenant:ID`) in `by_scope`, which names a bounded set of scopes (the
+  /// collector keeps the 20 with the most and sums the rest under `(other)`). The
+  /// consumer's series of scopes not in `by_scope` are removed: a scope whose keys were
+  /// released leaves no series behind.
+  void set_inbox_blocked_keys_by_scope(const std::string& consumer, const std::map<std::string, double>& by_scope);
   /// boxcar_outbox_events{status} (gauge).
   void set_outbox_events(std::string_view status, double count);
   /// boxcar_outbox_oldest_unpublished_age_seconds (gauge); 0 when none.

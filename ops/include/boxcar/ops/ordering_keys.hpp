@@ -8,7 +8,11 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
 #include "boxcar/core/connection_pool.hpp"
+#include "boxcar/core/scope.hpp"
+#include "boxcar/ops/record_kind.hpp"
 
 namespace boxcar {
 
@@ -16,6 +20,9 @@ namespace boxcar {
 /// under the block policy (held until an operator acts).
 struct BlockedKey {
   std::string consumer{};
+  /// A key belongs to one scope: the same key text of another tenant is another key
+  /// (docs/ordering.md, "Keys are scoped").
+  Scope scope{};
   std::string key{};
   /// The receipt that blocks it, and its state.
   std::int64_t head_id = 0;
@@ -38,15 +45,30 @@ std::vector<BlockedKey> blocked_keys(ConnectionPool& pool, const std::string& sc
 
 struct UnblockedKey {
   std::string consumer{};
+  Scope scope{};
   /// The DEAD receipt that no longer blocks the key (it stays DEAD and replayable).
   std::int64_t receipt_id = 0;
 };
 
-/// Releases `key` from the DEAD receipt that blocks it, for `consumer` ("" = every
-/// consumer with such a key): the key's next receipt becomes claimable. Empty when no
-/// DEAD head blocks the key (a RETRYABLE head is still being retried: see blocked_keys).
-/// @throws ConfigError for an invalid schema name; DatabaseError.
-std::vector<UnblockedKey> unblock_key(ConnectionPool& pool, const std::string& schema, const std::string& key,
-                                      const std::string& consumer = "");
+/// What `boxcar dead unblock` releases.
+struct UnblockRequest {
+  std::string key{};
+  /// Only this consumer's key; "" = every consumer with such a key.
+  std::string consumer{};
+  /// Only this scope's key. Without one, the key is released when DEAD heads block it in
+  /// one scope only: the same key text in several scopes is several tenants' keys, and
+  /// releasing them all takes `every_scope`.
+  std::optional<Scope> scope{};
+  bool every_scope = false;
+};
+
+/// Releases the key of `request` from the DEAD receipt that blocks it: the key's next
+/// receipt becomes claimable. Empty when no DEAD head blocks the key (a RETRYABLE head is
+/// still being retried: see blocked_keys). One transaction; the released receipts record
+/// when (key_released_at) and stay DEAD and replayable.
+/// @throws OperatorError UNBLOCK_SCOPE_REQUIRED (no scope, not every_scope, and the key is
+///   blocked in more than one scope: nothing was released), UNBLOCK_KEY_REQUIRED (empty
+///   key); ConfigError for an invalid schema name; DatabaseError.
+std::vector<UnblockedKey> unblock_key(ConnectionPool& pool, const std::string& schema, const UnblockRequest& request);
 
 }  // namespace boxcar

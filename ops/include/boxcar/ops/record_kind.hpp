@@ -17,6 +17,8 @@ namespace boxcar {
 ///   DEAD_RECORD_NOT_FOUND  dead_show() for an id that does not exist or is not DEAD
 ///   PURGE_INVALID          a negative retention or a zero batch size
 ///   RECORD_KIND_INVALID    parse_record_kind() of anything but "inbox" / "outbox"
+///   UNBLOCK_KEY_REQUIRED   unblock_key() without a key
+///   UNBLOCK_SCOPE_REQUIRED unblock_key() without a scope, of a key blocked in several scopes
 class OperatorError final : public Error {
  public:
   using Error::Error;
