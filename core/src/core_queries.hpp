@@ -83,6 +83,18 @@ LIMIT 5)";
 
 // --- schema_migrations ---------------------------------------------------------------
 inline constexpr const char* kCreateSchema = "CREATE SCHEMA IF NOT EXISTS {schema}";
+// Whether PUBLIC (grantee 0) may CREATE in schema $1: then any role could plant objects
+// where Boxcar's functions look (docs/security.md, section 1). `public` of a database made
+// before PostgreSQL 15 grants it; a schema Boxcar creates never does.
+inline constexpr const char* kPublicMayCreate = R"(
+SELECT EXISTS (
+    SELECT 1
+    FROM pg_catalog.pg_namespace AS n,
+         pg_catalog.aclexplode(COALESCE(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) AS a
+    WHERE n.nspname = $1
+      AND a.grantee = 0::oid
+      AND a.privilege_type = 'CREATE'
+) AS public_may_create)";
 // compatible_with: the oldest binary (by its newest migration) that runs correctly with
 // this row's migration applied. NULL in rows written before it existed: the version.
 inline constexpr const char* kCreateMigrationsTable = R"(

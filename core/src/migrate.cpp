@@ -367,6 +367,16 @@ MigrationReport migrate(const std::string& connection_string, const MigrateOptio
     report.lock_waited = lock.waited();
     Runner runner(*connection, schema, options, report);
     runner.bootstrap();
+    {
+      pqxx::read_transaction tx(*connection);
+      if (tx.exec_params1(sql::kPublicMayCreate, schema)[0].as<bool>())
+        throw MigrationError("MIGRATION_SCHEMA_UNSAFE",
+                             "every role may CREATE in schema '" + schema +
+                                 "' (PUBLIC holds CREATE on it), so any role could plant a function or operator "
+                                 "where Boxcar's functions run: REVOKE CREATE ON SCHEMA " +
+                                 quote_identifier(schema) +
+                                 " FROM PUBLIC, or use a schema of Boxcar's own (docs/security.md, section 1)");
+    }
 
     std::map<int, AppliedMigration> applied;
     {

@@ -16,6 +16,7 @@ std::vector<NamedStatement> core_statements() {
           {"core.set_search_path", core_sql::kSetSearchPath},
           {"core.relation_lock_holders", core_sql::kRelationLockHolders},
           {"core.column_exists", core_sql::kColumnExists},
+          {"core.public_may_create", core_sql::kPublicMayCreate},
           {"core.migrations_table_exists", core_sql::kMigrationsTableExists},
           {"core.applied_migrations", core_sql::kAppliedMigrations},
           {"core.applied_migrations_legacy", core_sql::kAppliedMigrationsLegacy},

@@ -208,3 +208,27 @@ TEST_CASE("the suspect lane's claim and probe are index scans on the suspects in
     CHECK(plan.find("Seq Scan") == std::string::npos);
   }
 }
+
+TEST_CASE("migrate refuses a schema in which every role may create, and applies nothing there") {
+  const std::string url = boxcar::testing::database_url();
+  const std::string schema = "bx_open_" + std::to_string(std::random_device{}() % 1000000);
+  pqxx::connection c(url);
+  pqxx::nontransaction(c).exec("CREATE SCHEMA " + quote_identifier(schema));
+  pqxx::nontransaction(c).exec("GRANT CREATE ON SCHEMA " + quote_identifier(schema) + " TO PUBLIC");
+  try {
+    migrate(url, {.schema = schema});
+    FAIL("migrate ran in a schema where PUBLIC may CREATE");
+  } catch (const MigrationError& e) {
+    CHECK(e.code() == "MIGRATION_SCHEMA_UNSAFE");
+    CHECK(std::string(e.what()).find("REVOKE CREATE ON SCHEMA") != std::string::npos);
+  }
+  CHECK(pqxx::nontransaction(c)
+            .exec_params1("SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename <> "
+                          "'schema_migrations'",
+                          schema)[0]
+            .as<int>() == 0);
+  // Once revoked, the same schema migrates.
+  pqxx::nontransaction(c).exec("REVOKE CREATE ON SCHEMA " + quote_identifier(schema) + " FROM PUBLIC");
+  CHECK(migrate(url, {.schema = schema}).version == latest_migration_version());
+  pqxx::nontransaction(c).exec("DROP SCHEMA " + quote_identifier(schema) + " CASCADE");
+}

@@ -82,7 +82,9 @@ class DatabaseError final : public Error {
 
 /// The schema cannot be migrated. Codes: MIGRATION_CHECKSUM_MISMATCH (an applied file
 /// changed), MIGRATION_UNKNOWN_VERSION (the database is ahead of this binary),
-/// MIGRATION_FAILED (a migration's SQL failed; its transaction rolled back).
+/// MIGRATION_FAILED (a migration's SQL failed; its transaction rolled back),
+/// MIGRATION_SCHEMA_UNSAFE (PUBLIC may CREATE in the schema), and the lock codes of
+/// migrate().
 class MigrationError final : public Error {
  public:
   using Error::Error;

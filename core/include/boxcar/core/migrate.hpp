@@ -85,7 +85,9 @@ struct MigrationReport {
 ///   lock_wait (the message names it); MIGRATION_LOCK_TIMEOUT when a migration found its
 ///   tables locked on every one of max_lock_attempts tries (the message names the
 ///   holders); MIGRATION_LOCK_LOST when the runner's session ended mid-run (nothing more
-///   is applied; run again); MIGRATION_MALFORMED for a bad directive in an embedded file.
+///   is applied; run again); MIGRATION_MALFORMED for a bad directive in an embedded file;
+///   MIGRATION_SCHEMA_UNSAFE when PUBLIC may CREATE in the schema (e.g. `public` in a
+///   database made before PostgreSQL 15): nothing is applied.
 ///   DatabaseError when the database cannot be reached; ConfigError for a bad schema name.
 MigrationReport migrate(const std::string& connection_string, const MigrateOptions& options = {});
 
