@@ -103,9 +103,12 @@ inline constexpr const char* kGrant[] = {
     "GRANT SELECT ON TABLE {schema}.schema_migrations TO {ingress}, {worker}, {publisher}, {operator}",
 
     // ingress: accept and accept_many. INSERT of the identity and content columns only (the
-    // state columns take their defaults: a new receipt is PENDING); SELECT for the lookup
-    // of an existing identity, RETURNING and ON CONFLICT.
-    R"(GRANT SELECT,
+    // state columns take their defaults: a new receipt is PENDING). SELECT of the columns
+    // the lookup of an existing identity, RETURNING and ON CONFLICT read (identity,
+    // fingerprint, status), and of those the backlog collector counts by (docs/security.md,
+    // section 2): never a payload, metadata or error text, which are other tenants' data.
+    R"(GRANT SELECT (id, scope_kind, scope_id, source, consumer, message_id, fingerprint, status,
+              available_at, lease_expires_at, updated_at, discarded_at, ordering_key),
       INSERT (scope_kind, scope_id, source, consumer, message_id,
               event_type, schema_version, payload, metadata, fingerprint, ordering_key, park_after)
 ON TABLE {schema}.inbox_receipts
@@ -153,15 +156,10 @@ TO {operator})",
 ON TABLE {schema}.outbox_events
 TO {operator})",
     "GRANT SELECT, UPDATE ON TABLE {schema}.inbox_dead_records, {schema}.outbox_dead_records TO {operator}",
-    // worker (emit), publisher (PUBLISHED / DEAD) and operator (dead retry, purge): the
-    // key-order triggers of 0013_outbox_key_order.sql run as the role whose statement fires
-    // them, and enter, count and release keys in outbox_ordering_keys; the publisher's and
-    // operator's UPDATE (status, available_at, updated_at) above covers the promotion of a
-    // key's next event. The worker's events only enter keys, the publisher's only leave
-    // them, the operator's requeues enter and its deletes leave.
-    "GRANT SELECT, INSERT, UPDATE ON TABLE {schema}.outbox_ordering_keys TO {worker}",
-    "GRANT SELECT, UPDATE, DELETE ON TABLE {schema}.outbox_ordering_keys TO {publisher}",
-    "GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE {schema}.outbox_ordering_keys TO {operator}",
+    // publisher and operator: the backlog collector's WAITING estimate reads the outbox's
+    // keys. Read only: the key-order triggers (SECURITY DEFINER since 0037) write it as its
+    // owner, so no runtime role can freeze or release another tenant's key by hand.
+    "GRANT SELECT ON TABLE {schema}.outbox_ordering_keys TO {publisher}, {operator}",
     // The views call it with the querying role's privileges.
     "GRANT EXECUTE ON FUNCTION {schema}.failure_fingerprint(text, text) TO {operator}",
     // worker: a batch's key settlement (0021), before its completion; it runs as its owner.

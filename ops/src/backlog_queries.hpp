@@ -318,12 +318,21 @@ ORDER BY c.relname
 
 // Which of the two tables this session may read: with least-privilege roles
 // (docs/security.md, section 2) a host computes only the figures its role may SELECT (the
-// worker and ingress the inbox, the publisher the outbox, the operator both). A
-// column-level grant (the worker's SELECT (id) on the outbox) does not count. And whether
+// worker and ingress the inbox, the publisher the outbox, the operator both). The inbox
+// counts read only the columns named here, which the ingress's column grants cover (it may
+// not read payloads); the worker's SELECT (id) on the outbox does not count. And whether
 // it may take part in the fleet's election (backlog_snapshot: SELECT to read the last
 // figures, UPDATE to lock the row and store new ones). $1 is the schema name (unquoted).
 inline constexpr std::string_view kReadableTables = R"SQL(
-SELECT pg_catalog.has_table_privilege(pg_catalog.format('%I.inbox_receipts', s.name), 'SELECT') AS inbox,
+SELECT pg_catalog.has_column_privilege(pg_catalog.format('%I.inbox_receipts', s.name), 'consumer', 'SELECT')
+         AND pg_catalog.has_column_privilege(pg_catalog.format('%I.inbox_receipts', s.name), 'status', 'SELECT')
+         AND pg_catalog.has_column_privilege(pg_catalog.format('%I.inbox_receipts', s.name), 'available_at', 'SELECT')
+         AND pg_catalog.has_column_privilege(pg_catalog.format('%I.inbox_receipts', s.name), 'lease_expires_at',
+                                             'SELECT')
+         AND pg_catalog.has_column_privilege(pg_catalog.format('%I.inbox_receipts', s.name), 'updated_at', 'SELECT')
+         AND pg_catalog.has_column_privilege(pg_catalog.format('%I.inbox_receipts', s.name), 'discarded_at', 'SELECT')
+         AND pg_catalog.has_column_privilege(pg_catalog.format('%I.inbox_receipts', s.name), 'ordering_key', 'SELECT')
+         AND pg_catalog.has_table_privilege(pg_catalog.format('%I.inbox_ordering_keys', s.name), 'SELECT') AS inbox,
        pg_catalog.has_table_privilege(pg_catalog.format('%I.outbox_events', s.name), 'SELECT') AS outbox,
        pg_catalog.has_table_privilege(pg_catalog.format('%I.backlog_snapshot', s.name), 'SELECT') AS snapshot_read,
        pg_catalog.has_column_privilege(pg_catalog.format('%I.backlog_snapshot', s.name), 'figures', 'UPDATE')

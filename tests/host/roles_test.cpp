@@ -149,6 +149,10 @@ TEST_CASE("each role is refused with SQLSTATE 42501 every statement it must not 
          "INSERT INTO {schema}.inbox_receipts (scope_kind, scope_id, source, consumer, message_id, event_type, "
          "schema_version, payload, metadata, fingerprint, status) VALUES ('tenant', 't1', 's', 'orders.v1', 'm', "
          "'e', 1, '{}', '{}', repeat('0', 64), 'COMPLETED')"},
+        {"read another tenant's payload", "SELECT payload FROM {schema}.inbox_receipts"},
+        {"read another tenant's metadata", "SELECT metadata FROM {schema}.inbox_receipts"},
+        {"read another tenant's errors", "SELECT last_error FROM {schema}.inbox_receipts"},
+        {"read whole receipts", "SELECT * FROM {schema}.inbox_receipts"},
         {"read the outbox", "SELECT count(*) FROM {schema}.outbox_events"},
         {"insert into the outbox", kInsertEvent},
         {"read the DEAD views", "SELECT count(*) FROM {schema}.inbox_dead_records"},
@@ -162,7 +166,11 @@ TEST_CASE("each role is refused with SQLSTATE 42501 every statement it must not 
         {"update an event", "UPDATE {schema}.outbox_events SET status = 'PUBLISHED'"},
         {"delete an event", "DELETE FROM {schema}.outbox_events"},
         {"read the DEAD views", "SELECT count(*) FROM {schema}.outbox_dead_records"},
-        {"drop a key's order", "DELETE FROM {schema}.outbox_ordering_keys"}}},
+        {"drop a key's order", "DELETE FROM {schema}.outbox_ordering_keys"},
+        {"freeze a key's order", "UPDATE {schema}.outbox_ordering_keys SET unfinished = unfinished + 1"},
+        {"forge a key's order",
+         "INSERT INTO {schema}.outbox_ordering_keys (topic, tenant_scope, tenant_id, message_key, unfinished, "
+         "next_seq) VALUES ('orders', 'tenant', 't2', 'k', 1, 2)"}}},
       {f.names.publisher,
        {{"read the inbox", "SELECT count(*) FROM {schema}.inbox_receipts"},
         {"insert a receipt", kInsertReceipt},
@@ -171,7 +179,11 @@ TEST_CASE("each role is refused with SQLSTATE 42501 every statement it must not 
         {"rewrite an event's payload", "UPDATE {schema}.outbox_events SET payload = 'forged'"},
         {"change an event's tenant", "UPDATE {schema}.outbox_events SET tenant_id = 't2'"},
         {"delete an event", "DELETE FROM {schema}.outbox_events"},
-        {"forge a key's order", "INSERT INTO {schema}.outbox_ordering_keys VALUES ('orders', 'k', 1, 2)"}}},
+        {"forge a key's order",
+         "INSERT INTO {schema}.outbox_ordering_keys (topic, tenant_scope, tenant_id, message_key, unfinished, "
+         "next_seq) VALUES ('orders', 'tenant', 't2', 'k', 1, 2)"},
+        {"release a key's order", "UPDATE {schema}.outbox_ordering_keys SET unfinished = 0"},
+        {"drop a key's order", "DELETE FROM {schema}.outbox_ordering_keys"}}},
       {f.names.operator_,
        {{"insert a receipt", kInsertReceipt},
         {"insert into the outbox", kInsertEvent},
@@ -179,7 +191,11 @@ TEST_CASE("each role is refused with SQLSTATE 42501 every statement it must not 
         {"claim a receipt", "UPDATE {schema}.inbox_receipts SET claim_token = gen_random_uuid()"},
         {"re-route an event", "UPDATE {schema}.outbox_events SET topic = 'elsewhere'"},
         {"mark an event published", "UPDATE {schema}.outbox_events SET published_at = now()"},
-        {"overwrite the fleet's backlog figures", "UPDATE {schema}.backlog_snapshot SET figures = '{}'"}}},
+        {"overwrite the fleet's backlog figures", "UPDATE {schema}.backlog_snapshot SET figures = '{}'"},
+        {"forge a key's order",
+         "INSERT INTO {schema}.outbox_ordering_keys (topic, tenant_scope, tenant_id, message_key, unfinished, "
+         "next_seq) VALUES ('orders', 'tenant', 't2', 'k', 1, 2)"},
+        {"drop a key's order", "DELETE FROM {schema}.outbox_ordering_keys"}}},
   };
   for (const auto& [role, refusals] : table) {
     auto all = refusals;
@@ -300,8 +316,10 @@ TEST_CASE("the full pipeline runs with one LOGIN user per role: accept, work and
                     if (order_id == "poison") throw InboxPermanentError("not an order");
                     context.tx.exec("INSERT INTO " + projection + " (tenant_id, order_id) VALUES ($1, $2)",
                                     context.scope.id, order_id);
+                    // An explicit key: the event takes part in its key's order, whose
+                    // table only the key-order triggers write (as its owner).
                     outbox.emit(context.tx, OrderProjected{order_id},
-                                {.scope = context.scope, .causation_id = context.message_id});
+                                {.scope = context.scope, .causation_id = context.message_id, .key = order_id});
                   })}});
   CHECK(worker.drain() == kOrders + 1);
 

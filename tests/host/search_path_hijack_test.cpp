@@ -474,3 +474,65 @@ TEST_CASE(
   CHECK(called.empty());
   CHECK_FALSE(planted.ever_called());  // also counts calls whose transaction rolled back
 }
+
+// The SECURITY DEFINER functions (the inbox's key-order trigger and settlement, the
+// outbox's key-order triggers) run as the schema's owner with a pinned search_path. One
+// with Boxcar's schema before pg_catalog would resolve `text = text` to an operator that a
+// role able to CREATE in that schema planted there, and run it as the owner. With
+// pg_catalog first (docs/security.md, section 1) the built-in one always wins.
+TEST_CASE("an operator planted in Boxcar's own schema is never called by its SECURITY DEFINER functions",
+          "[search_path]") {
+  TestDatabase db;
+  db.query("CREATE SEQUENCE {schema}.planted_calls");
+  db.query(
+      "CREATE FUNCTION {schema}.planted_text_eq(a text, b text) RETURNS boolean LANGUAGE plpgsql AS "
+      "$$ BEGIN PERFORM pg_catalog.nextval('" +
+      db.schema() + ".planted_calls'); RETURN a OPERATOR(pg_catalog.=) b; END $$");
+  db.query("CREATE OPERATOR {schema}.= (LEFTARG = text, RIGHTARG = text, FUNCTION = {schema}.planted_text_eq)");
+  // The planted operator works where Boxcar's schema comes first: the check below can fail.
+  {
+    auto c = db.connect();
+    pqxx::work tx(c);
+    tx.exec("SET LOCAL search_path = " + quote_identifier(db.schema()) + ", pg_catalog");
+    CHECK(tx.exec1("SELECT 'a'::text = 'a'::text")[0].as<bool>());
+    CHECK(tx.exec1(db.qualified("SELECT last_value FROM {schema}.planted_calls"))[0].as<std::int64_t>() == 1);
+    tx.abort();
+  }
+  const auto calls = [&] {
+    return db.scalar("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {schema}.planted_calls");
+  };
+  const auto before = calls();
+
+  auto pool = db.pool(4);
+  // Ordered receipts (the key-order trigger on accept, completion and the batch's settlement)
+  // and ordered events (the outbox's key-order triggers on emit and publish).
+  Inbox inbox(pool, {.schema = db.schema(),
+                     .consumers = {kOrders},
+                     .ordering = {{kOrders, {.key = OrderingKey::payload_pointer("/orderId")}}},
+                     .notify = false});
+  for (const auto* id : {"a-1", "a-2", "b-1", "b-2"}) {
+    AcceptRequest request = order(id);
+    request.payload = {{"orderId", std::string(id).substr(0, 1)}};
+    CHECK(inbox.accept(request).kind == Receipt::Kind::Accepted);
+  }
+  OutboxEmitter outbox(pool, {.schema = db.schema(), .notify = false});
+  const auto handle = [&](const nlohmann::json& payload, HandlerContext& context) {
+    outbox.emit(context.tx, OrderProjected{payload.at("orderId").get<std::string>()},
+                {.scope = context.scope, .key = payload.at("orderId").get<std::string>()});
+  };
+  for (const std::size_t batch_size : {std::size_t{1}, std::size_t{2}}) {
+    Worker worker(pool, {.schema = db.schema(), .consumers = {kOrders}, .concurrency = 1, .batch_size = batch_size},
+                  {{.consumer = kOrders, .supports = {{"order.created", 1}}, .handler = handler(handle)}});
+    worker.drain();
+  }
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 4);
+  MockKafka kafka;
+  kafka.create_topic(std::string(OrderProjected::topic), 1);
+  Publisher publisher(pool, {.schema = db.schema(), .kafka = {{"bootstrap.servers", kafka.bootstrap_servers()}}});
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHED'") < 4 &&
+         std::chrono::steady_clock::now() < deadline)
+    publisher.drain();
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE status = 'PUBLISHED'") == 4);
+  CHECK(calls() == before);
+}
