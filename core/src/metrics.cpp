@@ -139,6 +139,11 @@ struct Metrics::Impl {
       gauge(*registry, "boxcar_table_dead_tuples", "pg_stat_user_tables.n_dead_tup of a Boxcar table.");
   Family<Gauge>& table_size_bytes =
       gauge(*registry, "boxcar_table_size_bytes", "pg_total_relation_size of a Boxcar table (heap, indexes, TOAST).");
+  Gauge& notify_queue_usage =
+      gauge(*registry, "boxcar_database_notify_queue_usage_ratio",
+            "pg_notification_queue_usage(): the fraction of the cluster's NOTIFY queue in use, held back by the "
+            "listener that has read the least; at 1 every NOTIFY in the cluster fails.")
+          .Add({});
   Gauge& collection_seconds =
       gauge(*registry, "boxcar_backlog_collection_seconds", "Duration of the last backlog collection.").Add({});
   Counter& collection_errors = counter(*registry, "boxcar_backlog_collection_errors_total",
@@ -281,6 +286,8 @@ void Metrics::set_table_health(const std::string& table, double dead_tuples, dou
   impl_->table_dead_tuples.Add({{"table", table}}).Set(dead_tuples);
   impl_->table_size_bytes.Add({{"table", table}}).Set(size_bytes);
 }
+
+void Metrics::set_notify_queue_usage(double ratio) { impl_->notify_queue_usage.Set(ratio); }
 
 void Metrics::backlog_collected(double seconds, bool ok) {
   impl_->collection_seconds.Set(non_negative(seconds));

@@ -1,9 +1,19 @@
-// LISTEN on a dedicated connection, in 100 ms slices so a stop request is seen promptly.
+// LISTEN on a dedicated connection that a reader thread drains at all times; the owner
+// waits on what it collected, in 100 ms slices so a stop request is seen promptly.
 #include "boxcar/core/detail/wakeup_listener.hpp"
 #include "boxcar/core/detail/open_connection.hpp"
 
+#include <cerrno>
+#include <cstdint>
+#include <condition_variable>
+#include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
@@ -11,11 +21,18 @@
 namespace boxcar::detail {
 
 namespace {
-// Collects the payloads libpqxx hands over while the listener reads notifications.
+// Collects the payloads libpqxx hands over while the reader reads notifications.
 struct Wakeups final : pqxx::notification_receiver {
   using notification_receiver::notification_receiver;
   void operator()(const std::string& payload, int) override { received.push_back(payload); }
   std::vector<std::string> received;
+};
+
+// The LISTEN connection and its receiver, owned by the reader thread once handed over.
+struct Listening {
+  std::unique_ptr<pqxx::connection> connection;
+  std::unique_ptr<Wakeups> receiver;
+  ~Listening() { receiver.reset(); }  // before the connection it refers to
 };
 }  // namespace
 
@@ -23,19 +40,75 @@ struct WakeupListener::Impl {
   std::string connection_string;
   std::string channel;
   std::shared_ptr<spdlog::logger> log;
-  std::unique_ptr<pqxx::connection> connection;
-  std::unique_ptr<Wakeups> receiver;
 
-  void drop() {
-    receiver.reset();
-    connection.reset();
+  // Wakes the reader out of poll() when the listener is destroyed.
+  int stop_fd = -1;
+  std::thread reader;
+
+  std::mutex mutex;
+  std::condition_variable arrived;
+  // Guarded by mutex.
+  bool listening = false;   // a reader thread holds a live LISTEN connection
+  bool lost = false;        // the connection was lost since the last wait took it
+  bool overflowed = false;  // payloads were dropped for want of room since the last wait
+  std::set<std::string> pending;
+
+  ~Impl() {
+    if (stop_fd >= 0) {
+      const std::uint64_t one = 1;
+      [[maybe_unused]] const auto written = ::write(stop_fd, &one, sizeof one);
+    }
+    if (reader.joinable()) reader.join();
+    if (stop_fd >= 0) ::close(stop_fd);
   }
 
-  // Moves the received payloads that `wanted` accepts into `into`; drops the others.
-  void take(const Filter& wanted, std::set<std::string>& into) {
-    for (auto& payload : receiver->received)
-      if (!wanted || wanted(payload)) into.insert(std::move(payload));
-    receiver->received.clear();
+  // Under mutex: keeps the distinct payloads received, up to kMaxPendingPayloads.
+  void keep_locked(std::vector<std::string>& received) {
+    for (auto& payload : received) {
+      if (pending.size() >= kMaxPendingPayloads && !pending.contains(payload)) {
+        overflowed = true;
+        continue;
+      }
+      pending.insert(std::move(payload));
+    }
+    received.clear();
+  }
+
+  // The reader thread: reads whatever the server sends as soon as it arrives, whatever
+  // the owner is doing, until the connection fails or the listener is destroyed.
+  void read(std::unique_ptr<Listening> listening_connection) {
+    auto& connection = *listening_connection->connection;
+    auto& receiver = *listening_connection->receiver;
+    try {
+      for (;;) {
+        // Notifications that arrived with an earlier reply sit in libpq's buffer, where
+        // poll() cannot see them: take them before waiting on the socket.
+        connection.get_notifs();  // throws when the connection is lost
+        // A connection libpq has given up on returns nothing instead, and has no socket
+        // left to wait on.
+        if (!connection.is_open() || connection.sock() < 0) throw pqxx::broken_connection("connection closed");
+        if (!receiver.received.empty()) {
+          std::lock_guard lock(mutex);
+          keep_locked(receiver.received);
+          arrived.notify_all();
+        }
+        pollfd fds[2] = {{connection.sock(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
+        int ready;
+        do {
+          ready = ::poll(fds, 2, -1);
+        } while (ready < 0 && errno == EINTR);
+        if (ready < 0) throw std::system_error(errno, std::generic_category(), "poll on the LISTEN connection");
+        if (fds[1].revents != 0) return;  // the listener is being destroyed
+        if ((fds[0].revents & (POLLERR | POLLNVAL)) != 0) throw pqxx::broken_connection("socket error");
+      }
+    } catch (const std::exception& e) {
+      log->warn("wake-up connection on {} lost, reconnecting: {}", channel, e.what());
+    }
+    listening_connection.reset();
+    std::lock_guard lock(mutex);
+    listening = false;
+    lost = true;
+    arrived.notify_all();
   }
 };
 
@@ -51,21 +124,37 @@ WakeupListener::WakeupListener(std::string connection_string, std::string channe
   impl_->connection_string = std::move(connection_string);
   impl_->channel = std::move(channel);
   impl_->log = std::move(log);
+  impl_->stop_fd = ::eventfd(0, EFD_CLOEXEC);
+  if (impl_->stop_fd < 0) throw std::system_error(errno, std::generic_category(), "eventfd for the wake-up listener");
 }
 
 WakeupListener::~WakeupListener() = default;
 
 bool WakeupListener::ensure_listening() {
-  if (impl_->connection) return false;
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (impl_->listening) return false;
+  }
+  // The previous reader, if any, has lost its connection and is ending.
+  if (impl_->reader.joinable()) impl_->reader.join();
+  auto listening = std::make_unique<Listening>();
   try {
-    impl_->connection = detail::open_connection(impl_->connection_string);
-    impl_->receiver = std::make_unique<Wakeups>(*impl_->connection, impl_->channel);
-    return true;
+    listening->connection = detail::open_connection(impl_->connection_string);
+    listening->receiver = std::make_unique<Wakeups>(*listening->connection, impl_->channel);  // runs LISTEN
   } catch (const std::exception& e) {
-    impl_->drop();
     impl_->log->warn("cannot LISTEN on {} for wake-ups, polling instead: {}", impl_->channel, e.what());
     return false;
   }
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->listening = true;
+    // The caller looks at everything now (this function's contract): the loss it would
+    // otherwise learn of from the next wait is covered.
+    impl_->lost = false;
+  }
+  impl_->reader =
+      std::thread([impl = impl_.get(), owned = std::move(listening)]() mutable { impl->read(std::move(owned)); });
+  return true;
 }
 
 WakeupListener::Wakeup WakeupListener::wait_until(std::chrono::steady_clock::time_point until,
@@ -75,23 +164,23 @@ WakeupListener::Wakeup WakeupListener::wait_until(std::chrono::steady_clock::tim
   for (;;) {
     const auto slice = wait_slice(Clock::now(), until);
     if (slice.count() == 0 || stop()) break;
-    if (!impl_->connection) {
-      std::this_thread::sleep_for(slice);
-      continue;
+    std::set<std::string> arrived;
+    bool missed;
+    {
+      std::unique_lock lock(impl_->mutex);
+      impl_->arrived.wait_for(lock, slice, [&] { return !impl_->pending.empty() || impl_->lost || impl_->overflowed; });
+      arrived.swap(impl_->pending);
+      missed = impl_->lost || impl_->overflowed;
+      impl_->lost = false;
+      impl_->overflowed = false;
     }
-    try {
-      // Takes notifications that arrived while the caller was busy first, without waiting.
-      impl_->connection->await_notification(0, static_cast<long>(slice.count()) * 1000);
-      if (impl_->receiver->received.empty()) continue;
-      impl_->connection->get_notifs();  // take any others that arrived together
-      impl_->take(wanted, wakeup.payloads);
-      if (!wakeup.payloads.empty()) return wakeup;
-    } catch (const std::exception& e) {
-      impl_->log->warn("wake-up connection on {} lost, reconnecting: {}", impl_->channel, e.what());
-      impl_->drop();
+    for (auto& payload : arrived)  // the caller's filter runs outside the lock
+      if (!wanted || wanted(payload)) wakeup.payloads.insert(payload);
+    if (missed) {
       wakeup.may_have_missed = true;
       return wakeup;
     }
+    if (!wakeup.payloads.empty()) return wakeup;
   }
   return wakeup;
 }

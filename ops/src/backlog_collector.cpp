@@ -92,6 +92,7 @@ struct Snapshot {
   std::map<std::string, double, std::less<>> outbox;
   double outbox_oldest_age = 0;
   std::map<std::string, TableHealth, std::less<>> tables;
+  double notify_queue_usage = 0;
   // What this session's role may read (least-privilege roles, docs/security.md): the
   // other table's gauges are left alone; a process whose role reads it reports them.
   bool inbox_readable = true;
@@ -180,7 +181,8 @@ std::vector<BacklogCollector::NamedQuery> BacklogCollector::queries(std::string_
           {"snapshot_store", detail::with_schema(sql::kSnapshotStore, schema)},
           {"snapshot_read", detail::with_schema(sql::kSnapshotRead, schema)},
           {"inbox_waiting", detail::with_schema(sql::kInboxWaiting, schema)},
-          {"inbox_blocked_keys", detail::with_schema(sql::kInboxBlockedKeys, schema)}};
+          {"inbox_blocked_keys", detail::with_schema(sql::kInboxBlockedKeys, schema)},
+          {"notify_queue_usage", std::string(sql::kNotifyQueueUsage)}};
 }
 
 BacklogCollector::BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::shared_ptr<Metrics> metrics,
@@ -235,7 +237,8 @@ enum Query : std::size_t {
   kStore,
   kRead,
   kWaiting,
-  kBlockedKeys
+  kBlockedKeys,
+  kNotifyQueueUsage
 };
 
 }  // namespace
@@ -380,6 +383,8 @@ void BacklogCollector::collect_once() {
       if (table == "inbox_receipts" ? snapshot.inbox_readable : snapshot.outbox_readable)
         snapshot.tables[table] = {row["dead_tuples"].as<double>(), row["size_bytes"].as<double>()};
     }
+    // Cluster-wide, and as cheap: every process reads it too.
+    snapshot.notify_queue_usage = run(kNotifyQueueUsage).at(0)["usage"].as<double>();
     tx.commit();
   } catch (...) {
     metrics_->backlog_collected(elapsed(), false);
@@ -442,6 +447,7 @@ void BacklogCollector::collect_once() {
     if (found != snapshot.tables.end())
       metrics_->set_table_health(std::string(table), found->second.dead_tuples, found->second.size_bytes);
   }
+  metrics_->set_notify_queue_usage(snapshot.notify_queue_usage);
   if (snapshot.inbox_known) metrics_->backlog_snapshot("inbox", inbox_outcome.age, inbox_outcome.computed);
   if (snapshot.outbox_known) metrics_->backlog_snapshot("outbox", outbox_outcome.age, outbox_outcome.computed);
   metrics_->backlog_collected(elapsed(), true);

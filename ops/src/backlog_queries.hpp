@@ -316,6 +316,13 @@ GROUP BY c.relname
 ORDER BY c.relname
 )SQL";
 
+// How full the cluster's notification queue is (0 to 1): its tail waits for the listener
+// that has read the least, in any database, and once it is full every NOTIFY in the
+// cluster fails (docs/operations.md). One function call, no table access.
+inline constexpr std::string_view kNotifyQueueUsage = R"SQL(
+SELECT pg_catalog.pg_notification_queue_usage() AS usage
+)SQL";
+
 // Which of the two tables this session may read: with least-privilege roles
 // (docs/security.md, section 2) a host computes only the figures its role may SELECT (the
 // worker and ingress the inbox, the publisher the outbox, the operator both). The inbox

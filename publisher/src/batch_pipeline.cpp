@@ -8,6 +8,7 @@
 #include "boxcar/core/detail/failpoint.hpp"
 #include "boxcar/core/logging.hpp"
 #include "boxcar/core/uuid.hpp"
+#include "boxcar/outbox/errors.hpp"
 
 namespace boxcar::detail {
 
@@ -68,14 +69,20 @@ std::size_t BatchPipeline::start_batch() {
   batch.events.reserve(claimed.size());
   std::vector<KafkaRecord> records;
   records.reserve(claimed.size());
-  std::vector<std::string> refused;
-  std::vector<std::string> refused_errors;
+  Refusals refused, malformed;
   for (auto& event : claimed) {
-    KafkaRecord record = mapper_.map(event);
+    KafkaRecord record;
+    try {
+      record = mapper_.map(event);
+    } catch (const OutboxValidationError& e) {
+      // One row the emitter would have refused must not throw its whole batch back, again
+      // at every claim: it alone is DEAD, the rest go out.
+      malformed.add(event.event_id, std::string(kRecordMalformed) + ": " + e.code() + " " + e.what());
+      continue;
+    }
     if (!mapper_.allowed(record.topic)) {
-      refused.push_back(event.event_id);
-      refused_errors.push_back("TOPIC_NOT_ALLOWED: topic '" + record.topic +
-                               "' is not in publisher.allowed_topics (event type '" + event.event_type + "')");
+      refused.add(event.event_id, "TOPIC_NOT_ALLOWED: topic '" + record.topic +
+                                      "' is not in publisher.allowed_topics (event type '" + event.event_type + "')");
       continue;
     }
     records.push_back(std::move(record));
@@ -83,7 +90,8 @@ std::size_t BatchPipeline::start_batch() {
     batch.events.push_back({event.event_id, records.back().topic});
   }
   claimed.clear();  // the payloads moved into the records; librdkafka copies them next
-  if (!refused.empty()) refuse(refused, refused_errors, batch.token);
+  if (!malformed.event_ids.empty()) refuse_malformed(malformed, batch.token);
+  if (!refused.event_ids.empty()) refuse(refused, batch.token);
   if (records.empty()) return count;  // every event refused: nothing to produce
   batch.id = producer_.produce(records);
   in_flight_bytes_ += batch.bytes;
@@ -179,17 +187,30 @@ void BatchPipeline::record_failures(const InFlight& batch, const std::vector<std
              {"error", error}});
 }
 
-void BatchPipeline::refuse(const std::vector<std::string>& event_ids, const std::vector<std::string>& errors,
-                           const std::string& token) {
+void BatchPipeline::refuse(const Refusals& refusals, const std::string& token) {
   // The row's topic may be allowed and its override not: the label says why instead.
-  const auto refused = store_.refuse(event_ids, errors, token, "TOPIC_NOT_ALLOWED");
+  const auto refused = store_.refuse(refusals.event_ids, refusals.errors, token, "TOPIC_NOT_ALLOWED");
   counters_.dead += refused.size();
   if (options_.metrics && !refused.empty()) options_.metrics->published("(not allowed)", "dead", refused.size());
   log_event(*log_, LogLevel::Error, "events for topics outside publisher.allowed_topics, now DEAD and never produced",
             {{"outcome", "dead"},
              {"dead_reason", "TOPIC_NOT_ALLOWED"},
-             {"count", std::to_string(event_ids.size())},
-             {"error", errors.front()}});
+             {"count", std::to_string(refusals.event_ids.size())},
+             {"error", refusals.errors.front()}});
+}
+
+void BatchPipeline::refuse_malformed(const Refusals& refusals, const std::string& token) {
+  const auto refused = store_.refuse(refusals.event_ids, refusals.errors, token, std::string(kRecordMalformed));
+  counters_.dead += refused.size();
+  if (options_.metrics)
+    for (const auto& event : refused) options_.metrics->published(mapper_.topic_label(event.topic), "dead");
+  log_event(*log_, LogLevel::Error,
+            "events whose stored row is not a record the emitter writes, now DEAD and never produced",
+            {{"outcome", "dead"},
+             {"dead_reason", std::string(kRecordMalformed)},
+             {"count", std::to_string(refusals.event_ids.size())},
+             {"first_event_id", refusals.event_ids.front()},
+             {"error", refusals.errors.front()}});
 }
 
 }  // namespace boxcar::detail

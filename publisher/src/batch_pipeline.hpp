@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <spdlog/fwd.h>
@@ -19,6 +20,9 @@
 #include "record_mapper.hpp"
 
 namespace boxcar::detail {
+
+/// dead_reason of an event whose stored row the publisher cannot turn into a record.
+inline constexpr std::string_view kRecordMalformed = "RECORD_MALFORMED";
 
 class BatchPipeline {
  public:
@@ -55,9 +59,20 @@ class BatchPipeline {
   void finish_oldest();
   void mark(const InFlight& batch, const std::vector<DeliveryOutcome>& outcomes);
   void set_in_flight_events(std::size_t count);
+  // Events of a batch made DEAD before it is produced, each with its own error text.
+  struct Refusals {
+    std::vector<std::string> event_ids;
+    std::vector<std::string> errors;
+    void add(std::string event_id, std::string error) {
+      event_ids.push_back(std::move(event_id));
+      errors.push_back(std::move(error));
+    }
+  };
   /// Events whose topic is outside allowed_topics: DEAD (TOPIC_NOT_ALLOWED), never produced.
-  void refuse(const std::vector<std::string>& event_ids, const std::vector<std::string>& errors,
-              const std::string& token);
+  void refuse(const Refusals& refusals, const std::string& token);
+  /// Events whose row cannot be a record (headers the emitter never stores): DEAD
+  /// (RECORD_MALFORMED), never produced.
+  void refuse_malformed(const Refusals& refusals, const std::string& token);
   void record_failures(const InFlight& batch, const std::vector<std::string>& event_ids, const std::string& error,
                        const std::string& first_event_id, bool permanent);
 

@@ -39,7 +39,10 @@ class KafkaProducer {
   /// returns one outcome per record, in order. When time runs out, or the producer turns
   /// fatal, everything still in flight (of every batch) is purged and reported
   /// undelivered: such a record may still have been written, which a retry turns into a
-  /// duplicate with the same event id, never into a loss.
+  /// duplicate with the same event id, never into a loss. The other batches lose nothing
+  /// by it when, as in BatchPipeline, they were all produced before this wait began and
+  /// `wait` exceeds message.timeout.ms: their records still without a report are past
+  /// their own timeout, and can only fail.
   std::vector<DeliveryOutcome> await(std::uint32_t batch, std::chrono::milliseconds wait);
 
   /// Serves waiting delivery reports without blocking; true when `batch` has them all.

@@ -27,8 +27,10 @@ class RecordMapper {
 
   /// Moves the payload out of `event` (the batch would otherwise hold it twice until
   /// produced); its other fields stay.
-  /// @throws nlohmann::json::exception if the stored headers are not a JSON object of
-  ///   strings (the emitter never stores such).
+  /// @throws OutboxValidationError (OUTBOX_FIELD_INVALID, field "headers" or
+  ///   "headers/<name>") when the stored headers are not what the emitter stores: a JSON
+  ///   object of strings, no name empty or reserved. Such a row was written by other
+  ///   means; `event` is then unchanged.
   KafkaRecord map(ClaimedEvent& event) const;
 
  private:

@@ -53,6 +53,17 @@ void MockKafka::set_all_down(bool down) {
   }
 }
 
+void MockKafka::set_broker_down(int broker, bool down) {
+  if (down)
+    rd_kafka_mock_broker_set_down(cluster_->cluster, broker);
+  else
+    rd_kafka_mock_broker_set_up(cluster_->cluster, broker);
+}
+
+void MockKafka::set_partition_leader(const std::string& topic, int partition, int broker) {
+  rd_kafka_mock_partition_set_leader(cluster_->cluster, topic.c_str(), partition, broker);
+}
+
 void MockKafka::fail_next_produce_requests(int count, int error) {
   constexpr int16_t kProduceApiKey = 0;  // the Kafka protocol's ProduceRequest
   for (int i = 0; i < count; ++i)

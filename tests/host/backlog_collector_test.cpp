@@ -18,6 +18,7 @@
 #include "boxcar/core/metrics.hpp"
 #include "boxcar/core/tx.hpp"
 #include "exposition.hpp"
+#include "notify_flood.hpp"
 #include "test_database.hpp"
 #include "worker_fixture.hpp"
 
@@ -146,6 +147,31 @@ TEST_CASE("the backlog collector reports every inbox and outbox status, ages and
   CHECK(e.value("boxcar_backlog_collection_seconds") > 0);
   CHECK(e.value("boxcar_backlog_collection_errors_total") == 0);
   CHECK(e.value("boxcar_backlog_last_success_timestamp_seconds") > 1.7e9);
+}
+
+TEST_CASE("the backlog collector exports the cluster's notification queue usage, which a stalled listener holds up") {
+  BacklogSetup s;
+  const std::string channel = "boxcar_queue_" + s.db.schema();
+  // A listener inside an open transaction reads nothing until the transaction ends: its
+  // queue position holds the cluster's queue tail (as one that stopped reading would).
+  pqxx::connection stalled = s.db.connect();
+  pqxx::nontransaction(stalled).exec("LISTEN " + stalled.quote_name(channel));
+  pqxx::work open(stalled);
+  open.exec("SELECT 1");
+  NotifyFlood flood(s.db, channel);
+  REQUIRE(flood.block_size() == 8192);  // one notification per page (notify_flood.hpp)
+  flood.send(64);
+
+  BacklogCollector collector(s.pool, s.metrics, {.schema = s.db.schema(), .interval = 1ms});
+  collector.collect_once();
+  const auto usage = s.scrape().value("boxcar_database_notify_queue_usage_ratio");
+  REQUIRE(usage);
+  const double pages = *usage * NotifyFlood::kQueueCapacityPages;
+  // At least the 64 pages sent since the stalled listener's LISTEN (less one page at each
+  // end), and no more than the queue holds after the collection.
+  CHECK(pages >= 62);
+  CHECK(pages <= static_cast<double>(flood.queue_pages()) + 0.5);
+  open.abort();
 }
 
 TEST_CASE("a consumer whose backlog drains drops to zero instead of keeping its last value") {
@@ -288,7 +314,7 @@ TEST_CASE("every backlog query reads its partial index, not the table, on 1,000,
                                         "outbox_waiting"};
   const std::set<std::string> covering = {"inbox_claimable", "inbox_dead", "outbox_due", "outbox_publishing"};
   const auto queries = BacklogCollector::queries(db.schema());
-  REQUIRE(queries.size() == 15);
+  REQUIRE(queries.size() == 16);
   for (const auto& query : queries) {
     if (query.name.rfind("snapshot_", 0) == 0) continue;  // primary-key lookups on a two-row table
     std::string sql = query.sql;

@@ -86,6 +86,9 @@ class Metrics {
   void set_outbox_oldest_unpublished_age(double seconds);
   /// boxcar_table_dead_tuples{table} and boxcar_table_size_bytes{table} (gauges).
   void set_table_health(const std::string& table, double dead_tuples, double size_bytes);
+  /// boxcar_database_notify_queue_usage_ratio (gauge): pg_notification_queue_usage(), the
+  /// fraction (0 to 1) of the cluster's NOTIFY queue in use; at 1 every NOTIFY fails.
+  void set_notify_queue_usage(double ratio);
   /// boxcar_backlog_collection_seconds (gauge) and boxcar_backlog_collection_errors_total.
   void backlog_collected(double seconds, bool ok);
   /// boxcar_backlog_snapshot_age_seconds{section} (gauge): age of the fleet's figures this

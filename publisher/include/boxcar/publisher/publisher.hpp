@@ -7,7 +7,16 @@
 // never marked before a delivery report without error; everything else is retried with
 // backoff. Each record carries the event's stable id (header `event_id`), so consumers
 // deduplicate redeliveries. Several publishers, in any number of processes, may run
-// against one database. Per-key order holds within a batch and not across retries.
+// against one database.
+//
+// Per-key order holds across retries for the events emitted with an explicit
+// EmitOptions::key and `ordered` (the default): the first copies of the events of one
+// ordering key reach Kafka in the commit order of their emitting transactions, whatever
+// fails in between (a failed delivery, an expired claim, a killed publisher) and however
+// many publishers run, because the key-order triggers of migration 0013 make only a key's
+// head claimable. It does not hold for events keyed only by their tenant (no explicit key)
+// or emitted with `ordered = false`: a retried one may land after later events of its
+// record key. docs/publisher.md, "Ordering", says which events share an ordering key.
 //
 // Thread-safety: start(), stop(), stats() from any thread; drain() on one thread while
 // not started.

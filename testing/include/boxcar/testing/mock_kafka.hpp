@@ -45,6 +45,10 @@ class MockKafka {
   void create_topic(const std::string& topic, int partitions = 4);
   /// Every broker down / up (clients see connection refused).
   void set_all_down(bool down);
+  /// One broker (id 1 .. brokers) down / up: the partitions it leads are unreachable.
+  void set_broker_down(int broker, bool down);
+  /// Makes `broker` the leader of `topic`'s `partition` (clients follow after a metadata refresh).
+  void set_partition_leader(const std::string& topic, int partition, int broker);
   /// The next `count` Produce requests fail with `error` (an rd_kafka_resp_err_t value).
   void fail_next_produce_requests(int count, int error);
 
