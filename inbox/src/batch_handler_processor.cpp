@@ -78,7 +78,7 @@ void MessageProcessor::process_handler_batch(const std::vector<const ClaimedRece
     try {
       BatchOutcomes outcomes;
       {
-        const RunningHandlers running(in_flight_, watchdog, source, tx, deadline, &abandoned);
+        const RunningHandlers running(in_flight_, watchdog, source, tx, lock.session, deadline, &abandoned);
         // One scope per call when the setting is configured (process() groups by it).
         set_tenant(tx, options_.tenant_setting, locked.front()->scope);
         BatchContext context{.tx = tx, .deadline = deadline, .signal = source.signal()};

@@ -317,33 +317,34 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
     }
     // LoanUse::Application: the handler runs on it, so its session is reset afterwards.
     Tx tx = pool_->begin(LoanUse::Application);
-    const auto xact_id = store_.lock(tx, receipt, ReceiptStore::TransactionDeadline::until(deadline));
-    if (!xact_id) {
+    const auto locked = store_.lock(tx, receipt, ReceiptStore::TransactionDeadline::until(deadline));
+    if (!locked) {
       report_stale(receipt, "claim went stale before the handler ran");
       return;
     }
+    const std::string& xact_id = locked->xact_id;
     handler_started = true;
     ReceiptStore::Completion completion;
     try {
       {
-        const RunningHandlers running(in_flight_, watchdog, source, tx, deadline, &abandoned);
+        const RunningHandlers running(in_flight_, watchdog, source, tx, locked->session, deadline, &abandoned);
         invoke(receipt, tx, deadline, source.signal());
       }
       if (Clock::now() >= deadline) throw HandlerTimeout("the handler returned after its deadline");
-      completion = store_.complete(tx, receipt, *xact_id);
-      if (completion.receipts.empty() && store_.transaction_ended(tx, *xact_id))
+      completion = store_.complete(tx, receipt, xact_id);
+      if (completion.receipts.empty() && store_.transaction_ended(tx, xact_id))
         throw HandlerEndedTransaction(kEndedTransactionText);
     } catch (const HandlerEndedTransaction&) {
       throw;
     } catch (const std::exception& e) {
       // A handler that ended the transaction and then failed is still one whose writes may
       // have committed: the same DEAD, with the failure it ended in.
-      if (ended_by_handler(tx, *xact_id))
+      if (ended_by_handler(tx, xact_id))
         throw HandlerEndedTransaction(std::string(kEndedTransactionText) +
                                       " (then it failed: " + demangled_type(typeid(e)) + ": " + e.what() + ")");
       throw;
     } catch (...) {
-      if (ended_by_handler(tx, *xact_id)) throw HandlerEndedTransaction(kEndedTransactionText);
+      if (ended_by_handler(tx, xact_id)) throw HandlerEndedTransaction(kEndedTransactionText);
       throw;
     }
     if (completion.receipts.empty()) {
@@ -453,7 +454,7 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
     std::vector<std::pair<std::int64_t, double>> completed;
     try {
       {
-        const RunningHandlers running(in_flight_, watchdog, source, tx, deadline, &abandoned);
+        const RunningHandlers running(in_flight_, watchdog, source, tx, lock.session, deadline, &abandoned);
         const bool savepoints = options_.batch_failure_mode == BatchFailureMode::Savepoint;
         // One round trip between two handlers: release the previous savepoint and open the
         // next in one simple query. COMMIT releases the last one.

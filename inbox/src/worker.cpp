@@ -841,10 +841,9 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     hand_back_unstarted(std::move(a.unstarted));
     if (options_.metrics) options_.metrics->abandoned_handler();
     std::string session = "no transaction open";
-    if (a.attempt && a.attempt->backend_pid != 0) {
+    if (a.attempt && a.attempt->session.backend_pid != 0) {
       try {
-        const bool terminated = store_.terminate_backend(
-            a.attempt->backend_pid, std::chrono::duration_cast<std::chrono::milliseconds>(a.attempt->running_for));
+        const bool terminated = store_.terminate_backend(a.attempt->session);
         session = terminated ? "session terminated" : "session already gone";
       } catch (const std::exception& e) {
         session = std::string("could not terminate its session: ") + e.what();

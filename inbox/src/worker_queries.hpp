@@ -177,19 +177,28 @@ SELECT * FROM released WHERE strike
 
 // An abandoned handler's session: its handler ignored the deadline and may keep the
 // aborted transaction (and its row locks) alive by issuing statements. Terminating the
-// session ends it; the backend_start guard makes sure a reused pid is never hit.
-// $1: backend pid, $2: milliseconds the attempt has been running (its session is older).
+// session ends it. The session is the one the lock statement (kLock, kLockMany) ran in,
+// named by what the server said there: its pid and its transaction's start. libpq's
+// backendpid() is not that pid behind PgBouncer, which hands each client its own
+// BackendKeyData. The start (pg_stat_activity.xact_start, which is that transaction's
+// now()) matches only while the same transaction runs on that backend: a pid reused by a
+// newer session, or a pooler's server connection that serves another client by now, has
+// another one (or none), and is never hit. $1: backend pid, $2: the transaction's start
+// in microseconds since the epoch, as kLock returned it.
 inline constexpr const char* kTerminateBackend = R"sql(
 SELECT pg_catalog.pg_terminate_backend(pid)
 FROM pg_catalog.pg_stat_activity
 WHERE pid = $1
-  AND backend_start < pg_catalog.now() - pg_catalog.make_interval(secs => $2::double precision / 1000::double precision)
+  AND (extract(epoch FROM xact_start) * 1000000::numeric)::bigint = $2::bigint
 )sql";
 
 // First statement of a message transaction: the claim is still ours, and from now on a
 // re-claimer's SKIP LOCKED passes over this row while the handler runs. It also returns
 // the transaction's id (the row lock assigns one anyway): the completion checks that it
-// still runs in this transaction, which a handler's raw COMMIT or ROLLBACK would end.
+// still runs in this transaction, which a handler's raw COMMIT or ROLLBACK would end. And
+// it names the server session that runs the attempt, for kTerminateBackend: the backend's
+// pid and the transaction's start (now(), the same instant as pg_stat_activity's
+// xact_start, in microseconds), asked of the server itself on this very connection.
 // The transaction's deadline rides on it, one round trip fewer per message: $3 and $4 are
 // statement_timeout and idle_in_transaction_session_timeout in ms (PostgreSQL 15 has no
 // transaction_timeout), set transaction-local, so they bound the statements after this
@@ -205,6 +214,8 @@ WHERE pid = $1
 inline constexpr const char* kLock = R"sql(
 SELECT r.id,
        pg_catalog.pg_current_xact_id()::text AS xact_id,
+       pg_catalog.pg_backend_pid() AS backend_pid,
+       (extract(epoch FROM pg_catalog.now()) * 1000000::numeric)::bigint AS xact_start_us,
        (SELECT pg_catalog.set_config('statement_timeout', $3::text, true)) AS statement_timeout,
        (SELECT pg_catalog.set_config('idle_in_transaction_session_timeout', $4::text, true)) AS idle_timeout
 FROM {schema}.inbox_receipts AS r
@@ -219,6 +230,8 @@ FOR NO KEY UPDATE OF r
 inline constexpr const char* kLockMany = R"sql(
 SELECT r.id,
        pg_catalog.pg_current_xact_id()::text AS xact_id,
+       pg_catalog.pg_backend_pid() AS backend_pid,
+       (extract(epoch FROM pg_catalog.now()) * 1000000::numeric)::bigint AS xact_start_us,
        (SELECT pg_catalog.set_config('statement_timeout', $3::text, true)) AS statement_timeout,
        (SELECT pg_catalog.set_config('idle_in_transaction_session_timeout', $4::text, true)) AS idle_timeout
 FROM {schema}.inbox_receipts AS r
