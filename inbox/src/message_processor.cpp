@@ -542,13 +542,15 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
       give_back_unstarted(locked.empty() ? receipts : locked, std::current_exception());
       return;
     }
-    // A batch that ran past its deadline proves nothing about any one message (each may
-    // fit its deadline alone): like a failed batch in Rerun mode, it is re-run one message
-    // per transaction, within the same claims, so a message is charged only for a failure
-    // of its own. Savepoint mode re-runs only on the deadline: its handler failures were
-    // recorded in the transaction, so what reaches here broke the transaction itself.
-    const bool timed_out = Clock::now() >= deadline;
-    if (!locked.empty() && !abandoned && (timed_out || options_.batch_failure_mode == BatchFailureMode::Rerun)) {
+    // Nothing of the batch committed, and its failure proves nothing about any one
+    // message: a batch past its deadline (each may fit its deadline alone), a failed
+    // handler in Rerun mode, or in Savepoint mode a failure of the transaction itself (its
+    // recorded failures rolled back with it), such as a deferred constraint one message
+    // violated at COMMIT. So the batch is re-run one message per transaction, within the
+    // same claims, and a message is charged only for a failure of its own. An abandoned
+    // thread is no longer the worker's: it re-runs nothing, and the batch is recorded as
+    // timed out.
+    if (!locked.empty() && !abandoned) {
       then = Then::RerunIndividually;
       rerun = locked;
     } else {
