@@ -59,6 +59,7 @@ ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::stri
   transaction_ended_ = worker_sql::kTransactionEnded;
   fail_ = detail::with_schema(worker_sql::kFail, schema);
   hand_back_ = detail::with_schema(worker_sql::kHandBack, schema);
+  hand_back_in_outage_ = detail::with_schema(worker_sql::kHandBackInOutage, schema);
   renew_leases_ = detail::with_schema(worker_sql::kRenewLeases, schema);
 }
 
@@ -185,6 +186,16 @@ std::size_t ReceiptStore::hand_back(std::span<const ClaimedReceipt* const> recei
       ->autocommit("boxcar.worker.hand_back." + schema_, hand_back_, id_array(claimed), token_array(claimed),
                    static_cast<long long>(delay.count()))
       .affected_rows();
+}
+
+std::optional<int> ReceiptStore::hand_back_in_outage(const ClaimedReceipt& receipt, int max_hand_backs,
+                                                     const BackoffOptions& backoff) {
+  if (receipt.claim_token.empty()) return std::nullopt;
+  const auto rows = pool_->autocommit("boxcar.worker.hand_back_in_outage." + schema_, hand_back_in_outage_, receipt.id,
+                                      receipt.claim_token, max_hand_backs, static_cast<long long>(backoff.base.count()),
+                                      static_cast<long long>(backoff.cap.count()));
+  if (rows.empty()) return std::nullopt;
+  return rows[0][0].as<int>();
 }
 
 std::size_t ReceiptStore::hand_back(std::span<const ClaimedReceipt> receipts) {

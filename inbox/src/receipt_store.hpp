@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "boxcar/core/backoff.hpp"
 #include "boxcar/core/connection_pool.hpp"
 #include "boxcar/core/tx.hpp"
 #include "claimed_receipt.hpp"
@@ -131,6 +132,14 @@ class ReceiptStore {
   std::size_t hand_back(std::span<const ClaimedReceipt* const> receipts,
                         std::chrono::milliseconds delay = std::chrono::milliseconds(0));
   std::size_t hand_back(std::span<const ClaimedReceipt> receipts);
+  /// After a failure of its handler's transaction that a probe confirmed as a database
+  /// outage: gives the claim back without spending its attempt and counts it in
+  /// outage_hand_backs, due after a delay of `backoff`'s ceiling for that count with equal
+  /// jitter (worker_queries.hpp, kHandBackInOutage), unless the receipt has had
+  /// `max_hand_backs` of them. Returns its count so far, or nullopt when nothing was given
+  /// back: the bound was reached, or the claim went stale. Autocommit.
+  std::optional<int> hand_back_in_outage(const ClaimedReceipt& receipt, int max_hand_backs,
+                                         const BackoffOptions& backoff);
   /// Extends the leases of receipts still claimed under their tokens to now + `lease`,
   /// in an autocommit statement, passing over rows another transaction has locked (a
   /// handler that took the receipt meanwhile): never waits. Returns how many.
@@ -140,7 +149,7 @@ class ReceiptStore {
   std::shared_ptr<ConnectionPool> pool_;
   std::string schema_;
   std::string claim_, claim_fair_, claim_suspect_, suspect_due_, start_solo_, release_, lock_, lock_many_, complete_,
-      complete_many_, transaction_ended_, fail_, hand_back_, renew_leases_;
+      complete_many_, transaction_ended_, fail_, hand_back_, hand_back_in_outage_, renew_leases_;
 };
 
 }  // namespace boxcar::detail

@@ -112,6 +112,7 @@ std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& option
   if (options.batch_size == 0) throw ConfigError("worker.batch_size", "must be at least 1");
   if (options.claim_limit == 0) throw ConfigError("worker.claim_limit", "must be at least 1");
   if (options.max_attempts < 1) throw ConfigError("worker.max_attempts", "must be at least 1");
+  if (options.max_outage_hand_backs < 0) throw ConfigError("worker.max_outage_hand_backs", "must be 0 or more");
   if (options.handler_timeout <= std::chrono::milliseconds(0))
     throw ConfigError("worker.handler_timeout_ms", "must be positive");
   // Also for batch_size > 1: a batch's deadline is handler_timeout, and the one-message

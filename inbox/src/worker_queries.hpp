@@ -339,6 +339,49 @@ WHERE r.id = c.id
   AND r.claim_token = c.token
 )sql";
 
+// After a handler's failure that a probe confirmed as a database outage (docs/worker.md,
+// "Infrastructure failures are not attempts"): give the claim back without spending its
+// attempt, as kHandBack, and count it in outage_hand_backs, unless the receipt has had
+// $3 (worker.max_outage_hand_backs) of them already. Each one is due after a delay that
+// doubles with the count, from $4 ms up to $5 ms (worker.backoff_base_ms and _cap_ms),
+// with "equal jitter": uniform in [d/2, d], so N hand-backs span at least half the sum of
+// their ceilings whatever the dice say. LEAST(.., 40): 2^40 already exceeds any cap.
+// No row: the bound was reached (the caller charges the attempt) or the claim is stale.
+// One receipt: each message of a batch is judged alone.
+inline constexpr const char* kHandBackInOutage = R"sql(
+UPDATE {schema}.inbox_receipts AS r
+SET status = CASE WHEN r.attempts - 1 = 0 THEN 'PENDING' ELSE 'RETRYABLE' END,
+    attempts = r.attempts - 1,
+    outage_hand_backs = r.outage_hand_backs + 1,
+    available_at = pg_catalog.now() + pg_catalog.make_interval(secs =>
+        LEAST($5::double precision,
+              $4::double precision * 2::double precision ^ LEAST(r.outage_hand_backs, 40)::double precision)
+        * (0.5::double precision + 0.5::double precision * pg_catalog.random())
+        / 1000::double precision),
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    solo_started_at = NULL,
+    updated_at = pg_catalog.now()
+WHERE r.id = $1
+  AND r.claim_token = $2::uuid
+  AND r.outage_hand_backs < $3::integer
+RETURNING r.outage_hand_backs
+)sql";
+
+// The outage probe (inbox/src/outage_probe.cpp), on a fresh connection of its own: a
+// trivial statement that also bounds the next one (statement_timeout in ms, $1, for the
+// probe's session only). It proves that the server accepts connections and answers.
+inline constexpr const char* kOutageProbeSession = R"sql(
+SELECT pg_catalog.set_config('statement_timeout', $1::text, false)
+)sql";
+
+// The probe for a full disk or failing I/O, after kOutageProbeSession: a write that must
+// allocate new space, in a subtransaction it rolls back (migration 0040; it runs as its
+// owner, so the worker needs only EXECUTE on it).
+inline constexpr const char* kOutageProbeWrite = R"sql(
+SELECT {schema}.inbox_outage_probe()
+)sql";
+
 // Claimed receipts still waiting for their turn (a re-run batch's, a handler thread's
 // run, the local queue's): extend their leases, guarded by their claim tokens, so a lease
 // never has to cover more than one transaction (docs/worker.md, "How long a claim is
