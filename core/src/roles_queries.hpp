@@ -50,6 +50,9 @@ inline constexpr const char* kOwnership[] = {
     "ALTER FUNCTION {schema}.inbox_receipts_key_order() OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.inbox_settle_keys(bigint[], uuid[], xid8) OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.inbox_claim_fair(text, bigint, double precision, text, text) OWNER TO {migrator}",
+    // The outage probe (0041) creates a table as its owner (SECURITY DEFINER).
+    "ALTER TABLE {schema}.inbox_outage_probe OWNER TO {migrator}",
+    "ALTER FUNCTION {schema}.inbox_outage_probe() OWNER TO {migrator}",
     "ALTER TABLE {schema}.outbox_ordering_keys OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.outbox_key_order_enter() OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.outbox_key_order_leave() OWNER TO {migrator}",
@@ -93,6 +96,8 @@ FROM {ingress}, {worker}, {publisher}, {operator})",
     "REVOKE ALL ON FUNCTION {schema}.failure_fingerprint(text, text) FROM {ingress}, {worker}, {publisher}, {operator}",
     "REVOKE ALL ON FUNCTION {schema}.inbox_settle_keys(bigint[], uuid[], xid8) FROM {ingress}, {worker}, {publisher}, {operator}",
     "REVOKE ALL ON FUNCTION {schema}.inbox_claim_fair(text, bigint, double precision, text, text) FROM {ingress}, {worker}, {publisher}, {operator}",
+    "REVOKE ALL ON TABLE {schema}.inbox_outage_probe FROM {ingress}, {worker}, {publisher}, {operator}",
+    "REVOKE ALL ON FUNCTION {schema}.inbox_outage_probe() FROM {ingress}, {worker}, {publisher}, {operator}",
     "REVOKE ALL ON TABLE {schema}.outbox_ordering_keys FROM {ingress}, {worker}, {publisher}, {operator}",
 };
 
@@ -119,7 +124,7 @@ TO {ingress})",
     R"(GRANT SELECT,
       UPDATE (status, claim_token, lease_expires_at, attempts, finished_attempts, available_at,
               suspect, solo_started_at, crash_strikes, dead_reason, last_error_type, last_error,
-              completed_at, updated_at)
+              completed_at, updated_at, outage_hand_backs)
 ON TABLE {schema}.inbox_receipts
 TO {worker})",
     // worker: OutboxEmitter::emit in the handler's transaction; SELECT (id) for its
@@ -144,7 +149,8 @@ TO {publisher})",
     // UPDATE on a view needs UPDATE on it) and update the tables' state and audit columns.
     R"(GRANT SELECT, DELETE,
       UPDATE (status, attempts, finished_attempts, available_at, dead_reason, replay_count,
-              last_replayed_at, last_replayed_by, discarded_at, discarded_by, key_released_at, updated_at)
+              last_replayed_at, last_replayed_by, discarded_at, discarded_by, key_released_at, updated_at,
+              outage_hand_backs)
 ON TABLE {schema}.inbox_receipts
 TO {operator})",
     // operator: blocked keys (status, dead unblock); every Runtime's backlog collector:
@@ -166,6 +172,8 @@ TO {operator})",
     "GRANT EXECUTE ON FUNCTION {schema}.inbox_settle_keys(bigint[], uuid[], xid8) TO {worker}",
     // worker: the fair claim (0026); it runs with the worker's own privileges on the inbox.
     "GRANT EXECUTE ON FUNCTION {schema}.inbox_claim_fair(text, bigint, double precision, text, text) TO {worker}",
+    // worker: the write probe of a suspected outage (0041); it runs as its owner.
+    "GRANT EXECUTE ON FUNCTION {schema}.inbox_outage_probe() TO {worker}",
 
     // ingress, worker, publisher: the backlog collector every Runtime runs
     // (ops/src/backlog_queries.hpp). SELECT to export the fleet's last figures; UPDATE of

@@ -78,7 +78,7 @@ void MessageProcessor::process_handler_batch(const std::vector<const ClaimedRece
     try {
       BatchOutcomes outcomes;
       {
-        const RunningHandlers running(in_flight_, watchdog, source, tx, deadline, &abandoned);
+        const RunningHandlers running(in_flight_, watchdog, source, tx, lock.session, deadline, &abandoned);
         // One scope per call when the setting is configured (process() groups by it).
         set_tenant(tx, options_.tenant_setting, locked.front()->scope);
         BatchContext context{.tx = tx, .deadline = deadline, .signal = source.signal()};
@@ -175,24 +175,40 @@ void MessageProcessor::process_handler_batch(const std::vector<const ClaimedRece
     for (const auto* r : locked) record_failure(*r, failure);
     return;
   } catch (...) {
-    if (!handler_started || (!abandoned && Clock::now() < deadline && is_database_outage(std::current_exception()))) {
-      // No handler ran (the database failed first), or the database failed under it:
-      // nothing committed, and no message is charged.
+    if (!handler_started) {
+      // No handler ran (the database failed first): nothing committed, and no message is
+      // charged.
       using Receipts = std::span<const ClaimedReceipt* const>;
       give_back_unstarted(locked.empty() ? Receipts(receipts) : Receipts(locked), std::current_exception());
       return;
     }
-    // A throw (or a batch past its deadline) proves nothing about any one message: each
-    // runs again alone within its claim, and is charged only for a failure of its own. A
-    // one-message batch without a fallback has failed on its own; an abandoned thread is
-    // no longer the worker's, so it runs nothing more.
-    if (abandoned || (locked.size() == 1 && !entry.handler)) {
+    const bool looks_like_outage =
+        classify_infrastructure_failure(std::current_exception()).probe != OutageProbeKind::None;
+    // A one-message batch has failed on its own. An error that looks like a database
+    // outage is judged by the probe (docs/worker.md, "Infrastructure failures are not
+    // attempts"); any other failure runs again through the fallback when one is registered.
+    if (locked.size() == 1 && !abandoned && (looks_like_outage || !entry.handler)) {
+      const ClaimedReceipt& r = *locked.front();
+      StartedFailure judged = StartedFailure::Charge;
+      if (Clock::now() < deadline) judged = hand_back_if_outage(r, std::current_exception());
+      if (judged == StartedFailure::HandedBack) return;
+      FailureRecord failure = describe_current_exception(r, deadline);
+      if (judged == StartedFailure::ChargeAfterOutageBound)
+        failure.message = bounded_error_text(outage_bound_note() + failure.message, options_.max_error_bytes);
+      record_failure(r, std::move(failure));
+      return;
+    }
+    // An abandoned thread is no longer the worker's, so it runs nothing more.
+    if (abandoned) {
       for (const auto* r : locked) {
         FailureRecord failure = describe_current_exception(*r, deadline);
         record_failure(*r, std::move(failure));
       }
       return;
     }
+    // A throw, an error that looks like a database outage (or a batch past its deadline)
+    // proves nothing about any one message: each runs again alone within its claim, and is
+    // charged only for a failure of its own.
     const std::vector<const ClaimedReceipt*> singly = locked;
     rerun_handler_batch_singly(singly, watchdog);
     return;

@@ -39,14 +39,16 @@ inline constexpr const char* kEndedBatchText =
 using Clock = std::chrono::steady_clock;
 
 // While handlers run on `tx`: registered for shutdown, and watched by the deadline, which
-// fires their signal and cancels the running query. `abandoned`, when given, tells
-// afterwards whether the supervisor gave the thread up meanwhile.
+// fires their signal and cancels the running query. `session` is the server session and
+// transaction of `tx`, as its lock statement returned them: what an abandonment
+// terminates. `abandoned`, when given, tells afterwards whether the supervisor gave the
+// thread up meanwhile.
 class RunningHandlers {
  public:
   RunningHandlers(InFlightRegistry& registry, DeadlineWatchdog& watchdog, CancellationSource& source, Tx& tx,
-                  Clock::time_point deadline, bool* abandoned = nullptr)
+                  ServerSession session, Clock::time_point deadline, bool* abandoned = nullptr)
       : registry_(registry),
-        key_(registry.add({&source, &tx.connection(), deadline})),
+        key_(registry.add({&source, &tx.connection(), deadline, session})),
         abandoned_(abandoned),
         armed_(watchdog, deadline, [&source, &connection = tx.connection()] {
           source.cancel();

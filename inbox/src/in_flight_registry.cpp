@@ -4,11 +4,9 @@
 namespace boxcar::detail {
 
 std::size_t InFlightRegistry::add(Entry entry) {
-  // Read on the owning thread, before anyone else may touch the connection.
-  const int pid = entry.connection ? entry.connection->backendpid() : 0;
   std::lock_guard lock(mutex_);
   if (cancelled_) entry.source->cancel();
-  entries_.emplace(next_, Running{entry, std::this_thread::get_id(), pid, Clock::now()});
+  entries_.emplace(next_, Running{entry, std::this_thread::get_id()});
   return next_++;
 }
 
@@ -65,7 +63,7 @@ std::optional<InFlightRegistry::Abandoned> InFlightRegistry::abandon(
     if (running.thread != thread || running.abandoned) continue;
     running.abandoned = true;
     if (running.entry.connection) while_alive(*running.entry.connection);
-    return Abandoned{.backend_pid = running.backend_pid, .running_for = Clock::now() - running.registered};
+    return Abandoned{.session = running.entry.session};
   }
   return std::nullopt;
 }

@@ -14,6 +14,7 @@
 #include <pqxx/pqxx>
 
 #include "boxcar/core/cancellation.hpp"
+#include "server_session.hpp"
 
 namespace boxcar::detail {
 
@@ -27,14 +28,15 @@ class InFlightRegistry {
     CancellationSource* source;
     pqxx::connection* connection;
     Clock::time_point deadline;
+    /// The server session and transaction that run the attempt, as its lock statement
+    /// read them from the server.
+    ServerSession session{};
   };
 
   /// What is left of an abandoned attempt for the thread that abandoned it.
   struct Abandoned {
-    /// The server process of its transaction's session (0 when unknown).
-    int backend_pid = 0;
-    /// How long ago the attempt registered; its session existed at least that long.
-    Clock::duration running_for{};
+    /// The server session and transaction of the attempt (backend_pid 0 when unknown).
+    ServerSession session{};
   };
 
   /// Registers the calling thread's attempt; fires its signal at once when shutdown began.
@@ -62,8 +64,6 @@ class InFlightRegistry {
   struct Running {
     Entry entry;
     std::thread::id thread;
-    int backend_pid;
-    Clock::time_point registered;
     bool abandoned = false;
   };
   mutable std::mutex mutex_;

@@ -59,6 +59,7 @@ MessageProcessor::MessageProcessor(std::shared_ptr<ConnectionPool> pool, Receipt
       options_(options),
       stats_(stats),
       in_flight_(in_flight),
+      probe_(pool_->connection_string(), options.schema),
       log_(logger("worker")) {}
 
 void MessageProcessor::process(std::vector<ClaimedReceipt>& batch, DeadlineWatchdog& watchdog) {
@@ -317,33 +318,34 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
     }
     // LoanUse::Application: the handler runs on it, so its session is reset afterwards.
     Tx tx = pool_->begin(LoanUse::Application);
-    const auto xact_id = store_.lock(tx, receipt, ReceiptStore::TransactionDeadline::until(deadline));
-    if (!xact_id) {
+    const auto locked = store_.lock(tx, receipt, ReceiptStore::TransactionDeadline::until(deadline));
+    if (!locked) {
       report_stale(receipt, "claim went stale before the handler ran");
       return;
     }
+    const std::string& xact_id = locked->xact_id;
     handler_started = true;
     ReceiptStore::Completion completion;
     try {
       {
-        const RunningHandlers running(in_flight_, watchdog, source, tx, deadline, &abandoned);
+        const RunningHandlers running(in_flight_, watchdog, source, tx, locked->session, deadline, &abandoned);
         invoke(receipt, tx, deadline, source.signal());
       }
       if (Clock::now() >= deadline) throw HandlerTimeout("the handler returned after its deadline");
-      completion = store_.complete(tx, receipt, *xact_id);
-      if (completion.receipts.empty() && store_.transaction_ended(tx, *xact_id))
+      completion = store_.complete(tx, receipt, xact_id);
+      if (completion.receipts.empty() && store_.transaction_ended(tx, xact_id))
         throw HandlerEndedTransaction(kEndedTransactionText);
     } catch (const HandlerEndedTransaction&) {
       throw;
     } catch (const std::exception& e) {
       // A handler that ended the transaction and then failed is still one whose writes may
       // have committed: the same DEAD, with the failure it ended in.
-      if (ended_by_handler(tx, *xact_id))
+      if (ended_by_handler(tx, xact_id))
         throw HandlerEndedTransaction(std::string(kEndedTransactionText) +
                                       " (then it failed: " + demangled_type(typeid(e)) + ": " + e.what() + ")");
       throw;
     } catch (...) {
-      if (ended_by_handler(tx, *xact_id)) throw HandlerEndedTransaction(kEndedTransactionText);
+      if (ended_by_handler(tx, xact_id)) throw HandlerEndedTransaction(kEndedTransactionText);
       throw;
     }
     if (completion.receipts.empty()) {
@@ -378,18 +380,87 @@ void MessageProcessor::process_one(const ClaimedReceipt& receipt, DeadlineWatchd
                {"attempt", std::to_string(receipt.attempt)}});
     return;
   } catch (...) {
-    // Past the deadline the session may have been ended by the deadline itself
-    // (idle_in_transaction_session_timeout): that looks like a lost connection, but it is
-    // the handler's timeout, an attempt.
-    if (!handler_started || (!abandoned && Clock::now() < deadline && is_database_outage(std::current_exception()))) {
+    if (!handler_started) {
       const ClaimedReceipt* unstarted[] = {&receipt};
       give_back_unstarted(unstarted, std::current_exception());
       return;
     }
+    // The handler's transaction is gone (rolled back) here. Past the deadline the session
+    // may have been ended by the deadline itself (idle_in_transaction_session_timeout):
+    // that looks like a lost connection, but it is the handler's timeout, an attempt; so
+    // is an attempt the supervisor abandoned (and whose session it terminated).
+    StartedFailure judged = StartedFailure::Charge;
+    if (!abandoned && Clock::now() < deadline) judged = hand_back_if_outage(receipt, std::current_exception());
+    if (judged == StartedFailure::HandedBack) return;
     failure = describe_current_exception(receipt, deadline);
+    if (judged == StartedFailure::ChargeAfterOutageBound)
+      failure->message = bounded_error_text(outage_bound_note() + failure->message, options_.max_error_bytes);
   }
-  // The handler's transaction is gone (rolled back) before the failure is recorded.
   record_failure(receipt, std::move(*failure));
+}
+
+MessageProcessor::StartedFailure MessageProcessor::hand_back_if_outage(const ClaimedReceipt& receipt,
+                                                                       std::exception_ptr error) {
+  const InfrastructureFailure failure = classify_infrastructure_failure(error);
+  if (failure.probe == OutageProbeKind::None) return StartedFailure::Charge;
+  const OutageProbeResult probe = probe_.run(failure.probe);
+  const std::string error_text = bounded_error_text(failure.message, options_.max_error_bytes);
+  if (!probe.outage) {
+    // One statement failed, not the database: the handler's failure, an attempt.
+    log_event(*log_, LogLevel::Info, "the handler's error looked like a database outage, but the database is up",
+              {{"consumer", receipt.consumer},
+               {"message_id", receipt.message_id},
+               {"receipt_id", std::to_string(receipt.id)},
+               {"attempt", std::to_string(receipt.attempt)},
+               {"reason", failure.reason},
+               {"probe", probe.finding},
+               {"error", error_text}});
+    return StartedFailure::Charge;
+  }
+  std::optional<int> hand_backs;
+  try {
+    hand_backs = store_.hand_back_in_outage(receipt, options_.max_outage_hand_backs, options_.backoff);
+  } catch (const std::exception& e) {
+    // Left PROCESSING: lease recovery gives the attempt back when the lease expires (a
+    // suspect whose solo start was recorded takes a strike instead: docs/worker.md).
+    ++stats_.infrastructure_retries;
+    if (options_.metrics) options_.metrics->infrastructure_retry(receipt.consumer, failure.reason);
+    log_->error("could not give back receipt {} after a database outage under its handler: {}", receipt.id, e.what());
+    return StartedFailure::HandedBack;
+  }
+  if (!hand_backs) {
+    log_event(*log_, LogLevel::Warn,
+              "the database failed under the handler, but the receipt has had its uncharged hand-backs: charged",
+              {{"outcome", "outage_bound"},
+               {"consumer", receipt.consumer},
+               {"message_id", receipt.message_id},
+               {"receipt_id", std::to_string(receipt.id)},
+               {"attempt", std::to_string(receipt.attempt)},
+               {"reason", failure.reason},
+               {"max_outage_hand_backs", std::to_string(options_.max_outage_hand_backs)},
+               {"probe", probe.finding},
+               {"error", error_text}});
+    return StartedFailure::ChargeAfterOutageBound;
+  }
+  ++stats_.infrastructure_retries;
+  if (options_.metrics) options_.metrics->infrastructure_retry(receipt.consumer, failure.reason);
+  log_event(
+      *log_, LogLevel::Warn,
+      "the database failed under the handler (a probe confirmed it); the claim goes back unspent",
+      {{"outcome", "infrastructure_retry"},
+       {"consumer", receipt.consumer},
+       {"message_id", receipt.message_id},
+       {"receipt_id", std::to_string(receipt.id)},
+       {"reason", failure.reason},
+       {"outage_hand_backs", std::to_string(*hand_backs) + " of " + std::to_string(options_.max_outage_hand_backs)},
+       {"probe", probe.finding},
+       {"error", error_text}});
+  return StartedFailure::HandedBack;
+}
+
+std::string MessageProcessor::outage_bound_note() const {
+  return "charged after " + std::to_string(options_.max_outage_hand_backs) +
+         " uncharged hand-backs during database outages (worker.max_outage_hand_backs): ";
 }
 
 void MessageProcessor::give_back_unstarted(std::span<const ClaimedReceipt* const> receipts, std::exception_ptr error) {
@@ -453,7 +524,7 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
     std::vector<std::pair<std::int64_t, double>> completed;
     try {
       {
-        const RunningHandlers running(in_flight_, watchdog, source, tx, deadline, &abandoned);
+        const RunningHandlers running(in_flight_, watchdog, source, tx, lock.session, deadline, &abandoned);
         const bool savepoints = options_.batch_failure_mode == BatchFailureMode::Savepoint;
         // One round trip between two handlers: release the previous savepoint and open the
         // next in one simple query. COMMIT releases the last one.
@@ -472,8 +543,12 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
             invoke(*r, tx, deadline, source.signal());
             succeeded.push_back(r);
           } catch (...) {
-            // A database outage breaks the batch as a whole: it is given back below.
-            if (!savepoints || Clock::now() >= deadline || is_database_outage(std::current_exception())) throw;
+            // An error that looks like a database outage breaks the batch as a whole: each
+            // message then runs alone below, and only a probe decides whether its own
+            // failure is an outage.
+            if (!savepoints || Clock::now() >= deadline ||
+                classify_infrastructure_failure(std::current_exception()).probe != OutageProbeKind::None)
+              throw;
             FailureRecord failure = describe_current_exception(*r, deadline);
             // Throws when the transaction itself is broken: then the batch fails as a whole.
             tx.work().exec("ROLLBACK TO SAVEPOINT boxcar_message");
@@ -535,19 +610,22 @@ void MessageProcessor::process_batch(std::vector<const ClaimedReceipt*>& receipt
     batch_failure = describe_current_exception(*receipts.front(), deadline);
     then = Then::EndedTransaction;
   } catch (...) {
-    if (invoked == 0 || (!abandoned && Clock::now() < deadline && is_database_outage(std::current_exception()))) {
-      // No handler ran (the database failed first: pool, BEGIN, deadline, lock), or the
-      // database failed under them: nothing committed, and no message is charged.
+    if (invoked == 0) {
+      // No handler ran (the database failed first: pool, BEGIN, deadline, lock): nothing
+      // committed, and no message is charged.
       give_back_unstarted(locked.empty() ? receipts : locked, std::current_exception());
       return;
     }
-    // A batch that ran past its deadline proves nothing about any one message (each may
-    // fit its deadline alone): like a failed batch in Rerun mode, it is re-run one message
-    // per transaction, within the same claims, so a message is charged only for a failure
-    // of its own. Savepoint mode re-runs only on the deadline: its handler failures were
-    // recorded in the transaction, so what reaches here broke the transaction itself.
-    const bool timed_out = Clock::now() >= deadline;
-    if (!locked.empty() && !abandoned && (timed_out || options_.batch_failure_mode == BatchFailureMode::Rerun)) {
+    // Nothing of the batch committed, and its failure proves nothing about any one
+    // message: a batch past its deadline (each may fit its deadline alone), an error that
+    // looks like a database outage (one message's own statement, or the database: only
+    // a probe after a failure of its own can tell), a failed handler in Rerun mode, or in
+    // Savepoint mode a failure of the transaction itself (its recorded failures rolled
+    // back with it), such as a deferred constraint one message violated at COMMIT. So the
+    // batch is re-run one message per transaction, within the same claims, and a message
+    // is charged only for a failure of its own. An abandoned thread is no longer the
+    // worker's: it re-runs nothing, and the batch is recorded as timed out.
+    if (!locked.empty() && !abandoned) {
       then = Then::RerunIndividually;
       rerun = locked;
     } else {

@@ -17,6 +17,7 @@
 #include "claimed_receipt.hpp"
 #include "boxcar/inbox/detail/deadline_watchdog.hpp"
 #include "in_flight_registry.hpp"
+#include "outage_probe.hpp"
 #include "receipt_store.hpp"
 
 namespace boxcar::detail {
@@ -82,6 +83,25 @@ class MessageProcessor {
   /// claims back without spending the attempt, due after a backoff, and counts them in
   /// boxcar_worker_infrastructure_retries_total. Never throws.
   void give_back_unstarted(std::span<const ClaimedReceipt* const> receipts, std::exception_ptr error);
+  /// What became of an attempt's failure after its handler started.
+  enum class StartedFailure {
+    /// The failure is the handler's (no outage SQLSTATE, or the probe found the database
+    /// up): charge it.
+    Charge,
+    /// A probe confirmed the outage, but the receipt had had worker.max_outage_hand_backs
+    /// uncharged hand-backs already (or its claim went stale): charge it.
+    ChargeAfterOutageBound,
+    /// A probe confirmed the outage: the claim went back unspent (or, when even that
+    /// failed, waits for lease recovery, which gives it back too).
+    HandedBack,
+  };
+  /// Judges `error`, which failed `receipt`'s own transaction (it ran alone in it) after
+  /// its handler started and before the deadline: docs/worker.md, "Infrastructure
+  /// failures are not attempts". Runs the outage probe when the SQLSTATE asks for one.
+  /// Never throws.
+  StartedFailure hand_back_if_outage(const ClaimedReceipt& receipt, std::exception_ptr error);
+  /// The note that goes before the error of an attempt charged after the outage bound.
+  std::string outage_bound_note() const;
   /// True when a handler ended `tx` (raw COMMIT/ROLLBACK/END); false when it is still
   /// the database transaction `xact_id` or cannot be asked (aborted, connection lost).
   bool ended_by_handler(Tx& tx, const std::string& xact_id) noexcept;
@@ -104,6 +124,7 @@ class MessageProcessor {
   const WorkerOptions& options_;
   AtomicWorkerStats& stats_;
   InFlightRegistry& in_flight_;
+  OutageProbe probe_;
   std::shared_ptr<spdlog::logger> log_;
 };
 

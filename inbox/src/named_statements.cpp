@@ -27,6 +27,9 @@ std::vector<NamedStatement> inbox_statements() {
           {"worker.transaction_ended", worker_sql::kTransactionEnded},
           {"worker.fail", worker_sql::kFail},
           {"worker.hand_back", worker_sql::kHandBack},
+          {"worker.hand_back_in_outage", worker_sql::kHandBackInOutage},
+          {"worker.outage_probe_session", worker_sql::kOutageProbeSession},
+          {"worker.outage_probe_write", worker_sql::kOutageProbeWrite},
           {"worker.renew_leases", worker_sql::kRenewLeases},
           {"worker.set_tenant", worker_sql::kSetTenant}};
 }

@@ -37,6 +37,11 @@ std::string token_array(std::span<const ClaimedReceipt* const> receipts) {
   return std::move(tokens).finish();
 }
 
+// The session and transaction a lock statement ran in (kLock, kLockMany).
+ServerSession session_of(const pqxx::row& row) {
+  return {.backend_pid = row["backend_pid"].as<int>(), .xact_start_us = row["xact_start_us"].as<std::int64_t>()};
+}
+
 }  // namespace
 
 ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::string& schema)
@@ -54,6 +59,7 @@ ReceiptStore::ReceiptStore(std::shared_ptr<ConnectionPool> pool, const std::stri
   transaction_ended_ = worker_sql::kTransactionEnded;
   fail_ = detail::with_schema(worker_sql::kFail, schema);
   hand_back_ = detail::with_schema(worker_sql::kHandBack, schema);
+  hand_back_in_outage_ = detail::with_schema(worker_sql::kHandBackInOutage, schema);
   renew_leases_ = detail::with_schema(worker_sql::kRenewLeases, schema);
 }
 
@@ -101,18 +107,19 @@ std::vector<ClaimedReceipt> ReceiptStore::release_expired(const std::string& con
                                        static_cast<long long>(limit), max_attempts));
 }
 
-bool ReceiptStore::terminate_backend(int backend_pid, std::chrono::milliseconds running_for) {
-  const auto rows = pool_->autocommit("boxcar.worker.terminate_backend", worker_sql::kTerminateBackend, backend_pid,
-                                      static_cast<long long>(running_for.count()));
+bool ReceiptStore::terminate_backend(const ServerSession& session) {
+  const auto rows = pool_->autocommit("boxcar.worker.terminate_backend", worker_sql::kTerminateBackend,
+                                      session.backend_pid, static_cast<long long>(session.xact_start_us));
   return !rows.empty() && rows[0][0].as<bool>();
 }
 
-std::optional<std::string> ReceiptStore::lock(Tx& tx, const ClaimedReceipt& receipt, TransactionDeadline deadline) {
+std::optional<ReceiptStore::LockedReceipt> ReceiptStore::lock(Tx& tx, const ClaimedReceipt& receipt,
+                                                              TransactionDeadline deadline) {
   const auto rows =
       tx.exec_prepared("boxcar.worker.lock." + schema_, lock_, receipt.id, receipt.claim_token,
                        std::to_string(deadline.statement_timeout_ms), std::to_string(deadline.idle_timeout_ms));
   if (rows.empty()) return std::nullopt;
-  return rows[0]["xact_id"].as<std::string>();
+  return LockedReceipt{.xact_id = rows[0]["xact_id"].as<std::string>(), .session = session_of(rows[0])};
 }
 
 ReceiptStore::LockedBatch ReceiptStore::lock_many(Tx& tx, std::span<const ClaimedReceipt* const> receipts,
@@ -123,6 +130,7 @@ ReceiptStore::LockedBatch ReceiptStore::lock_many(Tx& tx, std::span<const Claime
                         std::to_string(deadline.statement_timeout_ms), std::to_string(deadline.idle_timeout_ms))) {
     locked.ids.push_back(row["id"].as<std::int64_t>());
     locked.xact_id = row["xact_id"].as<std::string>();
+    locked.session = session_of(row);
   }
   return locked;
 }
@@ -178,6 +186,16 @@ std::size_t ReceiptStore::hand_back(std::span<const ClaimedReceipt* const> recei
       ->autocommit("boxcar.worker.hand_back." + schema_, hand_back_, id_array(claimed), token_array(claimed),
                    static_cast<long long>(delay.count()))
       .affected_rows();
+}
+
+std::optional<int> ReceiptStore::hand_back_in_outage(const ClaimedReceipt& receipt, int max_hand_backs,
+                                                     const BackoffOptions& backoff) {
+  if (receipt.claim_token.empty()) return std::nullopt;
+  const auto rows = pool_->autocommit("boxcar.worker.hand_back_in_outage." + schema_, hand_back_in_outage_, receipt.id,
+                                      receipt.claim_token, max_hand_backs, static_cast<long long>(backoff.base.count()),
+                                      static_cast<long long>(backoff.cap.count()));
+  if (rows.empty()) return std::nullopt;
+  return rows[0][0].as<int>();
 }
 
 std::size_t ReceiptStore::hand_back(std::span<const ClaimedReceipt> receipts) {

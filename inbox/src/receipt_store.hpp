@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "boxcar/core/backoff.hpp"
 #include "boxcar/core/connection_pool.hpp"
 #include "boxcar/core/tx.hpp"
 #include "claimed_receipt.hpp"
+#include "server_session.hpp"
 
 namespace boxcar::detail {
 
@@ -66,10 +68,11 @@ class ReceiptStore {
   /// whose solo run had started takes a crash strike (DEAD when out of attempts), any
   /// other gets the attempt its claim counted back. Returns the rows that took a strike.
   std::vector<ClaimedReceipt> release_expired(const std::string& consumer, std::size_t limit, int max_attempts);
-  /// Terminates the session `backend_pid` if it is older than `running_for` (so it is the
-  /// abandoned attempt's session, never a newer one that reused the pid). Returns whether
-  /// it was signalled.
-  bool terminate_backend(int backend_pid, std::chrono::milliseconds running_for);
+  /// Terminates `session` while it still runs the transaction the lock statement saw (so
+  /// it is the abandoned attempt's, never a newer session that reused the pid nor a
+  /// pooler's server connection that serves another client by now). Returns whether it
+  /// was signalled.
+  bool terminate_backend(const ServerSession& session);
 
   /// The deadline the lock statements set for the rest of their transaction, in ms,
   /// transaction-local: statement_timeout for each statement, and
@@ -85,13 +88,19 @@ class ReceiptStore {
       return {.statement_timeout_ms = ms, .idle_timeout_ms = ms + 500};
     }
   };
+  struct LockedReceipt {
+    /// The database transaction id (xid8 as text), for complete().
+    std::string xact_id;
+    /// The session and transaction that hold the lock.
+    ServerSession session;
+  };
   /// Locks the receipt in `tx` if it is still claimed under its token and sets `deadline`,
-  /// in one round trip; returns the database transaction id (xid8 as text) for
-  /// complete(), or nullopt when stale.
-  std::optional<std::string> lock(Tx& tx, const ClaimedReceipt& receipt, TransactionDeadline deadline);
+  /// in one round trip; nullopt when stale.
+  std::optional<LockedReceipt> lock(Tx& tx, const ClaimedReceipt& receipt, TransactionDeadline deadline);
   struct LockedBatch {
     std::vector<std::int64_t> ids;
     std::string xact_id;  // empty when nothing was locked
+    ServerSession session;
   };
   /// Locks every receipt still claimed under its token and sets `deadline`, in one round
   /// trip; returns their ids and the database transaction id.
@@ -123,6 +132,14 @@ class ReceiptStore {
   std::size_t hand_back(std::span<const ClaimedReceipt* const> receipts,
                         std::chrono::milliseconds delay = std::chrono::milliseconds(0));
   std::size_t hand_back(std::span<const ClaimedReceipt> receipts);
+  /// After a failure of its handler's transaction that a probe confirmed as a database
+  /// outage: gives the claim back without spending its attempt and counts it in
+  /// outage_hand_backs, due after a delay of `backoff`'s ceiling for that count with equal
+  /// jitter (worker_queries.hpp, kHandBackInOutage), unless the receipt has had
+  /// `max_hand_backs` of them. Returns its count so far, or nullopt when nothing was given
+  /// back: the bound was reached, or the claim went stale. Autocommit.
+  std::optional<int> hand_back_in_outage(const ClaimedReceipt& receipt, int max_hand_backs,
+                                         const BackoffOptions& backoff);
   /// Extends the leases of receipts still claimed under their tokens to now + `lease`,
   /// in an autocommit statement, passing over rows another transaction has locked (a
   /// handler that took the receipt meanwhile): never waits. Returns how many.
@@ -132,7 +149,7 @@ class ReceiptStore {
   std::shared_ptr<ConnectionPool> pool_;
   std::string schema_;
   std::string claim_, claim_fair_, claim_suspect_, suspect_due_, start_solo_, release_, lock_, lock_many_, complete_,
-      complete_many_, transaction_ended_, fail_, hand_back_, renew_leases_;
+      complete_many_, transaction_ended_, fail_, hand_back_, hand_back_in_outage_, renew_leases_;
 };
 
 }  // namespace boxcar::detail

@@ -112,6 +112,7 @@ std::map<std::string, detail::HandlerEntry> validate(const WorkerOptions& option
   if (options.batch_size == 0) throw ConfigError("worker.batch_size", "must be at least 1");
   if (options.claim_limit == 0) throw ConfigError("worker.claim_limit", "must be at least 1");
   if (options.max_attempts < 1) throw ConfigError("worker.max_attempts", "must be at least 1");
+  if (options.max_outage_hand_backs < 0) throw ConfigError("worker.max_outage_hand_backs", "must be 0 or more");
   if (options.handler_timeout <= std::chrono::milliseconds(0))
     throw ConfigError("worker.handler_timeout_ms", "must be positive");
   // Also for batch_size > 1: a batch's deadline is handler_timeout, and the one-message
@@ -841,10 +842,9 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
     hand_back_unstarted(std::move(a.unstarted));
     if (options_.metrics) options_.metrics->abandoned_handler();
     std::string session = "no transaction open";
-    if (a.attempt && a.attempt->backend_pid != 0) {
+    if (a.attempt && a.attempt->session.backend_pid != 0) {
       try {
-        const bool terminated = store_.terminate_backend(
-            a.attempt->backend_pid, std::chrono::duration_cast<std::chrono::milliseconds>(a.attempt->running_for));
+        const bool terminated = store_.terminate_backend(a.attempt->session);
         session = terminated ? "session terminated" : "session already gone";
       } catch (const std::exception& e) {
         session = std::string("could not terminate its session: ") + e.what();

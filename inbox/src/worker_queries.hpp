@@ -177,19 +177,28 @@ SELECT * FROM released WHERE strike
 
 // An abandoned handler's session: its handler ignored the deadline and may keep the
 // aborted transaction (and its row locks) alive by issuing statements. Terminating the
-// session ends it; the backend_start guard makes sure a reused pid is never hit.
-// $1: backend pid, $2: milliseconds the attempt has been running (its session is older).
+// session ends it. The session is the one the lock statement (kLock, kLockMany) ran in,
+// named by what the server said there: its pid and its transaction's start. libpq's
+// backendpid() is not that pid behind PgBouncer, which hands each client its own
+// BackendKeyData. The start (pg_stat_activity.xact_start, which is that transaction's
+// now()) matches only while the same transaction runs on that backend: a pid reused by a
+// newer session, or a pooler's server connection that serves another client by now, has
+// another one (or none), and is never hit. $1: backend pid, $2: the transaction's start
+// in microseconds since the epoch, as kLock returned it.
 inline constexpr const char* kTerminateBackend = R"sql(
 SELECT pg_catalog.pg_terminate_backend(pid)
 FROM pg_catalog.pg_stat_activity
 WHERE pid = $1
-  AND backend_start < pg_catalog.now() - pg_catalog.make_interval(secs => $2::double precision / 1000::double precision)
+  AND (extract(epoch FROM xact_start) * 1000000::numeric)::bigint = $2::bigint
 )sql";
 
 // First statement of a message transaction: the claim is still ours, and from now on a
 // re-claimer's SKIP LOCKED passes over this row while the handler runs. It also returns
 // the transaction's id (the row lock assigns one anyway): the completion checks that it
-// still runs in this transaction, which a handler's raw COMMIT or ROLLBACK would end.
+// still runs in this transaction, which a handler's raw COMMIT or ROLLBACK would end. And
+// it names the server session that runs the attempt, for kTerminateBackend: the backend's
+// pid and the transaction's start (now(), the same instant as pg_stat_activity's
+// xact_start, in microseconds), asked of the server itself on this very connection.
 // The transaction's deadline rides on it, one round trip fewer per message: $3 and $4 are
 // statement_timeout and idle_in_transaction_session_timeout in ms (PostgreSQL 15 has no
 // transaction_timeout), set transaction-local, so they bound the statements after this
@@ -205,6 +214,8 @@ WHERE pid = $1
 inline constexpr const char* kLock = R"sql(
 SELECT r.id,
        pg_catalog.pg_current_xact_id()::text AS xact_id,
+       pg_catalog.pg_backend_pid() AS backend_pid,
+       (extract(epoch FROM pg_catalog.now()) * 1000000::numeric)::bigint AS xact_start_us,
        (SELECT pg_catalog.set_config('statement_timeout', $3::text, true)) AS statement_timeout,
        (SELECT pg_catalog.set_config('idle_in_transaction_session_timeout', $4::text, true)) AS idle_timeout
 FROM {schema}.inbox_receipts AS r
@@ -219,6 +230,8 @@ FOR NO KEY UPDATE OF r
 inline constexpr const char* kLockMany = R"sql(
 SELECT r.id,
        pg_catalog.pg_current_xact_id()::text AS xact_id,
+       pg_catalog.pg_backend_pid() AS backend_pid,
+       (extract(epoch FROM pg_catalog.now()) * 1000000::numeric)::bigint AS xact_start_us,
        (SELECT pg_catalog.set_config('statement_timeout', $3::text, true)) AS statement_timeout,
        (SELECT pg_catalog.set_config('idle_in_transaction_session_timeout', $4::text, true)) AS idle_timeout
 FROM {schema}.inbox_receipts AS r
@@ -324,6 +337,49 @@ SET status = CASE WHEN r.attempts - 1 = 0 THEN 'PENDING' ELSE 'RETRYABLE' END,
 FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) AS c(id, token)
 WHERE r.id = c.id
   AND r.claim_token = c.token
+)sql";
+
+// After a handler's failure that a probe confirmed as a database outage (docs/worker.md,
+// "Infrastructure failures are not attempts"): give the claim back without spending its
+// attempt, as kHandBack, and count it in outage_hand_backs, unless the receipt has had
+// $3 (worker.max_outage_hand_backs) of them already. Each one is due after a delay that
+// doubles with the count, from $4 ms up to $5 ms (worker.backoff_base_ms and _cap_ms),
+// with "equal jitter": uniform in [d/2, d], so N hand-backs span at least half the sum of
+// their ceilings whatever the dice say. LEAST(.., 40): 2^40 already exceeds any cap.
+// No row: the bound was reached (the caller charges the attempt) or the claim is stale.
+// One receipt: each message of a batch is judged alone.
+inline constexpr const char* kHandBackInOutage = R"sql(
+UPDATE {schema}.inbox_receipts AS r
+SET status = CASE WHEN r.attempts - 1 = 0 THEN 'PENDING' ELSE 'RETRYABLE' END,
+    attempts = r.attempts - 1,
+    outage_hand_backs = r.outage_hand_backs + 1,
+    available_at = pg_catalog.now() + pg_catalog.make_interval(secs =>
+        LEAST($5::double precision,
+              $4::double precision * 2::double precision ^ LEAST(r.outage_hand_backs, 40)::double precision)
+        * (0.5::double precision + 0.5::double precision * pg_catalog.random())
+        / 1000::double precision),
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    solo_started_at = NULL,
+    updated_at = pg_catalog.now()
+WHERE r.id = $1
+  AND r.claim_token = $2::uuid
+  AND r.outage_hand_backs < $3::integer
+RETURNING r.outage_hand_backs
+)sql";
+
+// The outage probe (inbox/src/outage_probe.cpp), on a fresh connection of its own: a
+// trivial statement that also bounds the next one (statement_timeout in ms, $1, for the
+// probe's session only). It proves that the server accepts connections and answers.
+inline constexpr const char* kOutageProbeSession = R"sql(
+SELECT pg_catalog.set_config('statement_timeout', $1::text, false)
+)sql";
+
+// The probe for a full disk or failing I/O, after kOutageProbeSession: a write that must
+// allocate new space, in a subtransaction it rolls back (migration 0041; it runs as its
+// owner, so the worker needs only EXECUTE on it).
+inline constexpr const char* kOutageProbeWrite = R"sql(
+SELECT {schema}.inbox_outage_probe()
 )sql";
 
 // Claimed receipts still waiting for their turn (a re-run batch's, a handler thread's

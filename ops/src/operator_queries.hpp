@@ -329,6 +329,8 @@ SET status = 'PENDING',
     finished_attempts = 0,
     available_at = pg_catalog.now(),
     dead_reason = NULL,
+    -- A new life gets its uncharged hand-backs of database outages again (worker.md).
+    outage_hand_backs = 0,
     -- A replayed receipt of an ordered key holds its key again (0012's trigger: it waits
     -- behind the key's head, if another has become it, and comes next).
     key_released_at = NULL,

@@ -393,6 +393,12 @@ std::vector<ConfigKey> build_table() {
           "handler deadline (one batch when batch_size > 1)"),
       number(
           "worker.max_attempts", [](auto& c) -> auto& { return c.worker.max_attempts; }, "attempts before DEAD"),
+      number(
+          "worker.max_outage_hand_backs", [](auto& c) -> auto& { return c.worker.max_outage_hand_backs; },
+          "uncharged hand-backs a receipt gets, in its life, when a probe confirms a database outage under its handler "
+          "(full disk, lost server); then such failures are charged. At the defaults 32 span over an hour "
+          "(docs/worker.md, \"Infrastructure failures are not attempts\")",
+          0),
       millis(
           "worker.backoff_base_ms", [](auto& c) -> auto& { return c.worker.backoff.base; },
           "retry delay ceiling of the first retry, doubling per attempt (full jitter)", 0),

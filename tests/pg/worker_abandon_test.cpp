@@ -9,6 +9,7 @@
 
 #include "boxcar/inbox/worker.hpp"
 #include "exposition.hpp"
+#include "stuck_handler.hpp"
 #include "worker_fixture.hpp"
 
 using namespace boxcar;
@@ -31,29 +32,6 @@ struct Setup {
   }
   std::int64_t count(const std::string& where) const {
     return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE " + where);
-  }
-};
-
-// A handler that loops until the test lets it go, ignoring its signal; with
-// `keep_querying` it also keeps issuing statements on its (aborted) transaction, so the
-// server never sees the session idle and only a terminated session releases its locks.
-struct StuckHandler {
-  std::atomic<bool> started{false};
-  std::atomic<bool> release{false};
-  bool keep_querying = false;
-  void run(HandlerContext& c, const std::string& table) {
-    insert_app_row(table, c);
-    started = true;
-    while (!release) {
-      if (keep_querying) {
-        try {
-          c.tx.exec("SELECT 1");
-        } catch (...) {
-          // Ignores that too.
-        }
-      }
-      std::this_thread::sleep_for(5ms);
-    }
   }
 };
 

@@ -130,6 +130,53 @@ TEST_CASE(
   CHECK(calls <= 4 + 5);
 }
 
+TEST_CASE(
+    "in savepoint mode a deferred foreign key one message violates at COMMIT charges only that message: the batch "
+    "re-runs one message at a time") {
+  TestDatabase db;
+  create_app_table(db);
+  db.execute("CREATE TABLE {schema}.parents (id text PRIMARY KEY)");
+  db.execute(
+      "CREATE TABLE {schema}.children (id text PRIMARY KEY, "
+      "parent_id text NOT NULL REFERENCES {schema}.parents (id) DEFERRABLE INITIALLY DEFERRED)");
+  auto pool = db.pool(6);
+  accept_messages(pool, db, 5);
+  const std::string table = db.qualified("{schema}.app_rows");
+  const std::string children = db.qualified("{schema}.children");
+  const std::string parents = db.qualified("{schema}.parents");
+  Worker worker(pool,
+                {.schema = db.schema(),
+                 .consumers = {"c.v1"},
+                 .batch_size = 5,
+                 .batch_failure_mode = BatchFailureMode::Savepoint,
+                 .lease = 5s,
+                 .handler_timeout = 3s,
+                 .max_attempts = 2,
+                 .backoff = {.base = 0ms, .cap = 0ms}},
+                {{.consumer = "c.v1",
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
+                    insert_app_row(table, c);
+                    // Every message adds its parent and a child of it, except m-2, whose
+                    // child names a parent nobody adds: checked only at COMMIT.
+                    if (c.message_id != "m-2") c.tx.exec("INSERT INTO " + parents + " (id) VALUES ($1)", c.message_id);
+                    c.tx.exec("INSERT INTO " + children + " (id, parent_id) VALUES ($1, $1)", c.message_id);
+                  })}});
+  worker.drain();
+
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED' AND attempts = 1") == 4);
+  const auto row = db.query(
+      "SELECT status, attempts, dead_reason, last_error FROM {schema}.inbox_receipts WHERE message_id = 'm-2'")[0];
+  CHECK(row[0].as<std::string>() == "DEAD");
+  CHECK(row[1].as<int>() == 2);
+  CHECK(row[2].as<std::string>() == "ATTEMPTS_EXHAUSTED");
+  CHECK_THAT(row[3].as<std::string>(), Catch::Contains("foreign key"));
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows") == 4);
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.children") == 4);
+  CHECK(worker.stats().completed == 4);
+  CHECK(worker.stats().dead == 1);
+}
+
 TEST_CASE("in a batch that runs past its deadline only the message too slow alone is charged and ends DEAD") {
   const auto mode = GENERATE(BatchFailureMode::Rerun, BatchFailureMode::Savepoint);
   CAPTURE(mode == BatchFailureMode::Rerun ? "rerun" : "savepoint");

@@ -111,6 +111,39 @@ TEST_CASE("a handler exception rolls back its rows and schedules a retry within 
   }
 }
 
+TEST_CASE("a handler that catches an SQL error and returns is retried, and its application row is not written") {
+  Setup s;
+  s.inbox.accept(message(kOrders, "m-1"));
+  std::atomic<int> calls{0};
+  Worker worker(s.pool, s.options(),
+                {{.consumer = kOrders,
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&, table = s.app_table](const nlohmann::json&, HandlerContext& c) {
+                    ++calls;
+                    insert_app_row(table, c);
+                    if (c.attempt > 1) return;
+                    try {
+                      c.tx.exec("SELECT 1 / 0");
+                    } catch (const std::exception&) {
+                      // Swallowed, against docs/worker.md's rule: the transaction is aborted
+                      // all the same, the row above with it.
+                    }
+                  })}});
+  worker.drain();  // the first attempt fails at its completion; the retry (no backoff) completes
+  CHECK(calls == 2);
+  const auto row = s.db.query("SELECT status, attempts, finished_attempts, last_error FROM {schema}.inbox_receipts")[0];
+  CHECK(row[0].as<std::string>() == "COMPLETED");
+  CHECK(row[1].as<int>() == 2);
+  CHECK(row[2].as<int>() == 2);
+  // What failed the first attempt: the worker's completion in the aborted transaction.
+  CHECK_THAT(row[3].as<std::string>(), Catch::Contains("current transaction is aborted"));
+  // The first attempt's row never committed; the retry's did, once.
+  CHECK(s.app_rows("m-1") == 1);
+  CHECK(s.db.scalar("SELECT attempt FROM {schema}.app_rows WHERE message_id = 'm-1'") == 2);
+  CHECK(worker.stats().retried == 1);
+  CHECK(worker.stats().completed == 1);
+}
+
 TEST_CASE("InboxPermanentError makes the receipt DEAD at once") {
   Setup s;
   s.inbox.accept(message(kOrders, "m-1"));

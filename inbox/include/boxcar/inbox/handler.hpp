@@ -33,7 +33,12 @@ struct HandlerContext {
   const std::string& message_id;
   const std::string& event_type;
   int schema_version;
-  /// 1 for the first attempt; counts every claim, including ones lost to crashes.
+  /// 1 for the first attempt, then 1 + the attempts charged before this one: the failures
+  /// the worker recorded, and crash strikes. A claim lost to a crash is not counted: lease
+  /// recovery gives it back (so a message re-run after a crash sees the same number
+  /// again), except a suspect's solo run, whose expired lease keeps its crash strike. Nor
+  /// are claims handed back at shutdown or after a database outage (docs/worker.md,
+  /// "Attempt accounting and the suspect lane").
   int attempt;
   const Metadata& metadata;
   /// After this instant the attempt is cut off: its transaction rolls back.

@@ -81,6 +81,16 @@ struct WorkerOptions {
   /// Attempts before a failing receipt becomes DEAD.
   int max_attempts = 10;
   BackoffOptions backoff{};
+  /// worker.max_outage_hand_backs: how many times in its life a receipt's attempt is given
+  /// back uncharged after a handler's transaction failed with an outage SQLSTATE and a
+  /// probe confirmed that the database itself is out (full disk, lost server); after that
+  /// such failures are charged like any other. The k-th of them is due after
+  /// min(backoff.cap, backoff.base * 2^(k-1)) with equal jitter (uniform in [d/2, d]), so
+  /// at the defaults 32 of them span at least 61 minutes: a genuine outage of an hour
+  /// charges nothing, while a message whose own statement brings the database down
+  /// cannot loop forever (docs/worker.md, "Infrastructure failures are not attempts").
+  /// 0: every such failure is charged.
+  int max_outage_hand_backs = 32;
   /// Fallback polling when no NOTIFY arrives (and lease recovery cadence).
   std::chrono::milliseconds poll_interval{std::chrono::seconds(1)};
   /// How long stop() lets in-flight handlers finish before cancelling their queries;
@@ -143,7 +153,8 @@ class Worker {
   ///   `batch_handler`, "worker.lease_ms" when the lease does not exceed the
   ///   handler timeout by at least a second, "pool.size" when the pool has fewer than
   ///   concurrency + 1 connections, "worker.tenant_setting" for a name that is not a
-  ///   custom setting (two or more identifiers joined by dots), and for zero/negative sizes.
+  ///   custom setting (two or more identifiers joined by dots), "worker.max_outage_hand_backs"
+  ///   when negative, and for zero/negative sizes.
   Worker(std::shared_ptr<ConnectionPool> pool, WorkerOptions options, std::vector<HandlerRegistration> handlers);
   ~Worker();  // stop()
   Worker(const Worker&) = delete;
