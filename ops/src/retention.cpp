@@ -7,6 +7,7 @@
 
 #include "boxcar/ops/retention.hpp"
 #include "boxcar/core/detail/database_errors.hpp"
+#include "boxcar/core/detail/open_connection.hpp"
 #include "boxcar/core/detail/with_schema.hpp"
 #include "boxcar/core/logging.hpp"
 #include "boxcar/core/sql_identifier.hpp"
@@ -231,8 +232,22 @@ PurgeReport run_retention(pqxx::connection& session, const std::string& schema, 
 
 PurgeReport purge(ConnectionPool& pool, const std::string& schema, const PurgeOptions& options) {
   check_options(options);
-  return detail::with_operator_connection(pool, options.dry_run ? "purge (dry run)" : "purge", !options.dry_run,
-                                          [&](pqxx::connection& c) { return run_retention(c, schema, options); });
+  const char* doing = options.dry_run ? "purge (dry run)" : "purge";
+  // Closed when the run ends: whatever the run left on it (a role, after a failure) goes
+  // with it.
+  std::unique_ptr<pqxx::connection> session;
+  try {
+    session = detail::open_connection(pool.session_connection_string());
+  } catch (...) {
+    throw detail::to_database_error(std::current_exception(), doing, false);  // nothing ran
+  }
+  try {
+    return run_retention(*session, schema, options);
+  } catch (const Error&) {
+    throw;
+  } catch (...) {
+    throw detail::to_database_error(std::current_exception(), doing, !options.dry_run);
+  }
 }
 
 }  // namespace boxcar

@@ -529,6 +529,19 @@ TEST_CASE(
   CHECK(error_code([&] { purge(*s.pool, s.db.schema(), {.inbox_retention = -1h}); }) == "PURGE_INVALID");
 }
 
+TEST_CASE("purge through a pool runs on the pool's session URL, never on database.url (a transaction pooler)") {
+  Setup s;
+  s.complete(s.accept(kOrders, "old"), 24h * 40);
+  // database.url reaches nothing: every statement purge ran through it would fail.
+  auto pool =
+      ConnectionPool::create({.url = "postgresql://boxcar@127.0.0.1:1/nowhere", .session_url = s.db.url(), .size = 1});
+  const auto report = purge(*pool, s.db.schema());
+  CHECK(report.inbox_deleted == 1);
+  CHECK(report.outbox_skipped.empty());
+  CHECK(s.count("SELECT count(*) FROM {schema}.inbox_receipts") == 0);
+  CHECK(pool->open_connections() == 0);
+}
+
 TEST_CASE("a redelivery after its receipt was purged is accepted as new") {
   Setup s;
   const auto first = s.inbox.accept(message(kOrders, "m-1"));

@@ -84,7 +84,12 @@ void validate_retention(const PurgeOptions& options, const std::string& inbox_fi
 ///   (steps done before the failure stay done; the next run takes up the rest).
 PurgeReport run_retention(pqxx::connection& session, const std::string& schema, const PurgeOptions& options);
 
-/// run_retention on a connection of `pool` (`boxcar purge`).
+/// run_retention on a session of its own, opened from pool.session_connection_string()
+/// (database.session_url when set, as `boxcar purge` does) and closed after the run, never
+/// a pooled connection: the run's SET ROLE and DETACH ... CONCURRENTLY need one session,
+/// which a transaction pooler in front of database.url does not give (docs/operations.md,
+/// "PgBouncer").
+/// @throws as run_retention; DatabaseError when the session cannot be opened.
 PurgeReport purge(ConnectionPool& pool, const std::string& schema, const PurgeOptions& options = {});
 
 nlohmann::json to_json(const PurgeReport& report);
