@@ -41,6 +41,7 @@ std::vector<NamedStatement> ops_statements() {
           {"operator.unblock_key", operator_sql::kUnblockKey},
           {"retention.purge_inbox", retention_sql::kPurgeInbox},
           {"retention.purge_inbox_count", retention_sql::kPurgeInboxCount},
+          {"retention.orphaned_partitions", retention_sql::kOrphanedPartitions},
           {"retention.create_partitions", retention_sql::kCreatePartitions},
           {"retention.partitions", retention_sql::kPartitions},
           {"retention.partition_retirable", retention_sql::kPartitionRetirable},

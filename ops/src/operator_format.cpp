@@ -349,6 +349,7 @@ nlohmann::json to_json(const PurgeReport& report) {
           {"outbox_partitions_created", report.outbox_partitions_created},
           {"outbox_partitions_retired", report.outbox_partitions_retired},
           {"outbox_partitions_blocked", report.outbox_partitions_blocked},
+          {"outbox_partitions_reattached", report.outbox_partitions_reattached},
           {"outbox_skipped", report.outbox_skipped}};
 }
 
@@ -359,7 +360,11 @@ std::string to_table(const PurgeReport& report) {
   out << "\noutbox: " << (report.dry_run ? "would retire " : "retired ") << report.outbox_partitions_retired
       << " partitions (" << report.outbox_deleted << " finished events)";
   if (!report.dry_run) out << ", created " << report.outbox_partitions_created << " ahead";
-  out << "; " << report.outbox_partitions_blocked << " past retention kept for an unfinished event\n";
+  out << "; " << report.outbox_partitions_blocked << " past retention kept for an unfinished event";
+  if (report.outbox_partitions_reattached > 0)
+    out << "; " << (report.dry_run ? "would attach again " : "attached again ") << report.outbox_partitions_reattached
+        << " that an interrupted run had detached with an unfinished event";
+  out << '\n';
   if (!report.outbox_skipped.empty()) out << "outbox: skipped: " << report.outbox_skipped << '\n';
   return out.str();
 }

@@ -52,6 +52,26 @@ SELECT {schema}.outbox_partition_retirable($1::regclass,
            pg_catalog.now() - pg_catalog.make_interval(secs => $2::double precision)) AS events
 )sql";
 
+// Tables of the schema that a retention run marked before detaching them (COMMENT ON
+// TABLE, kRetiringMark in retention.cpp) and that are no partition now: a run that ended
+// between its DETACH and the ATTACH or DROP after it left them. A detach-pending partition
+// is still a partition (relispartition): step 2 finalizes those. $1 the mark's prefix;
+// bound is the rest of the mark, as ATTACH PARTITION takes it.
+inline constexpr const char* kOrphanedPartitions = R"sql(
+SELECT c.relname AS partition_name,
+       pg_catalog.substr(d.description, pg_catalog.length($1::text) + 1) AS bound
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_description AS d
+  ON d.objoid = c.oid
+ AND d.classoid = 'pg_catalog.pg_class'::regclass
+ AND d.objsubid = 0
+WHERE c.relnamespace = '{schema}'::regnamespace
+  AND c.relkind = 'r'
+  AND NOT c.relispartition
+  AND pg_catalog.starts_with(d.description, $1::text)
+ORDER BY c.relname
+)sql";
+
 // Who owns outbox_events, and whether this session may act as that role: the janitor
 // creates and drops partitions as the owner, so they belong to it like the table does.
 inline constexpr const char* kTableOwner = R"sql(

@@ -54,6 +54,10 @@ struct PurgeReport {
   std::int64_t outbox_partitions_created = 0;
   std::int64_t outbox_partitions_retired = 0;
   std::int64_t outbox_partitions_blocked = 0;
+  /// Tables an interrupted run had detached with an unfinished event, attached again (dry
+  /// run: that would be). Those it had detached with every event retirable count as
+  /// retired.
+  std::int64_t outbox_partitions_reattached = 0;
   /// Why the outbox steps did not run (the session may not act as the tables' owner);
   /// empty when they ran.
   std::string outbox_skipped{};
@@ -70,14 +74,17 @@ void validate_retention(const PurgeOptions& options, const std::string& inbox_fi
 /// One retention run on `session`, a connection of the caller's with no transaction open
 /// (DETACH ... CONCURRENTLY cannot run in one), acting as the owner of the schema's tables
 /// (a member of that role is enough: the run switches to it with SET ROLE and back; any
-/// other role skips steps 1-3 and says so in outbox_skipped):
-///   1. outbox partitions created ahead (partitions_ahead);
-///   2. a DETACH ... CONCURRENTLY that an earlier run left unfinished is FINALIZEd;
-///   3. each partition whose ids are all older than outbox_retention and whose events are
+/// other role skips steps 1-4 and says so in outbox_skipped):
+///   1. a table an earlier run detached (it marks each partition before a DETACH) and
+///      neither attached again nor dropped, because it ended in between, is attached again
+///      when it holds an unfinished event, else dropped;
+///   2. outbox partitions created ahead (partitions_ahead);
+///   3. a DETACH ... CONCURRENTLY that an earlier run left unfinished is FINALIZEd;
+///   4. each partition whose ids are all older than outbox_retention and whose events are
 ///      all finished (PUBLISHED, or DEAD and discarded, before the same cutoff) is
 ///      detached CONCURRENTLY (emitters and publishers go on), checked again and dropped;
 ///      a partition with an unfinished event is kept and counted as blocked;
-///   4. COMPLETED receipts past inbox_retention deleted in batches of batch_size, each its
+///   5. COMPLETED receipts past inbox_retention deleted in batches of batch_size, each its
 ///      own autocommit statement, until a batch deletes fewer.
 /// Rows in any other status are never touched. Logged on "retention".
 /// @throws ConfigError (validate_retention); OperatorError PURGE_INVALID; DatabaseError
