@@ -344,6 +344,7 @@ nlohmann::json to_json(const ActionResult& result) {
 nlohmann::json to_json(const PurgeReport& report) {
   return {{"dry_run", report.dry_run},
           {"inbox_deleted", report.inbox_deleted},
+          {"inbox_dead_deleted", report.inbox_dead_deleted},
           {"inbox_batches", report.inbox_batches},
           {"outbox_deleted", report.outbox_deleted},
           {"outbox_partitions_created", report.outbox_partitions_created},
@@ -355,7 +356,8 @@ nlohmann::json to_json(const PurgeReport& report) {
 
 std::string to_table(const PurgeReport& report) {
   std::ostringstream out;
-  out << "inbox:  " << (report.dry_run ? "would delete " : "deleted ") << report.inbox_deleted << " COMPLETED receipts";
+  out << "inbox:  " << (report.dry_run ? "would delete " : "deleted ") << report.inbox_deleted
+      << " COMPLETED receipts and " << report.inbox_dead_deleted << " DEAD";
   if (!report.dry_run) out << " in " << report.inbox_batches << " batches";
   out << "\noutbox: " << (report.dry_run ? "would retire " : "retired ") << report.outbox_partitions_retired
       << " partitions (" << report.outbox_deleted << " finished events)";

@@ -191,6 +191,39 @@ class Run {
     }
   }
 
+  // Step 6 (retention.dead_hours): DEAD receipts, consumer by consumer, so each batch is a
+  // range of inbox_receipts_dead.
+  void purge_dead() {
+    if (options_.dead_retention.count() == 0) return;
+    const long long seconds = seconds_of(options_.dead_retention);
+    pqxx::nontransaction statement(c_);
+    if (options_.dry_run) {
+      report_.inbox_dead_deleted =
+          statement.exec_params1(detail::with_schema(sql::kPurgeDeadCount, schema_), seconds)["past_retention"]
+              .as<std::int64_t>();
+      return;
+    }
+    const auto batch =
+        static_cast<long long>(std::min<std::size_t>(options_.batch_size, std::numeric_limits<int>::max()));
+    const auto next_consumer = detail::with_schema(sql::kDeadConsumerAfter, schema_);
+    const auto purge = detail::with_schema(sql::kPurgeDead, schema_);
+    std::string consumer;
+    while (true) {
+      const auto next = statement.exec_params(next_consumer, consumer);
+      if (next.empty()) break;
+      consumer = next[0]["consumer"].as<std::string>();
+      std::string after = "-infinity";
+      while (true) {
+        const auto row = statement.exec_params1(purge, consumer, seconds, batch, after);
+        const auto n = row["deleted"].as<long long>();
+        report_.inbox_dead_deleted += n;
+        ++report_.inbox_batches;
+        if (n < batch) break;
+        after = row["newest"].as<std::string>();
+      }
+    }
+  }
+
   void purge_inbox() {
     const long long seconds = seconds_of(options_.inbox_retention);
     pqxx::nontransaction statement(c_);
@@ -258,7 +291,7 @@ class Run {
 };
 
 void check_options(const PurgeOptions& options) {
-  if (options.inbox_retention.count() < 0 || options.outbox_retention.count() < 0)
+  if (options.inbox_retention.count() < 0 || options.outbox_retention.count() < 0 || options.dead_retention.count() < 0)
     throw OperatorError("PURGE_INVALID", "retention must not be negative");
   if (options.batch_size == 0) throw OperatorError("PURGE_INVALID", "batch_size must be at least 1");
   if (options.partitions_ahead < 1) throw OperatorError("PURGE_INVALID", "partitions_ahead must be at least 1");
@@ -267,9 +300,18 @@ void check_options(const PurgeOptions& options) {
 
 }  // namespace
 
-void validate_retention(const PurgeOptions& options, const std::string& inbox_field, const std::string& horizon_field) {
+void validate_retention(const PurgeOptions& options, const std::string& inbox_field, const std::string& horizon_field,
+                        const std::string& dead_field) {
   if (options.inbox_retention.count() < 0) throw ConfigError(inbox_field, "must not be negative");
   if (options.redelivery_horizon.count() < 0) throw ConfigError(horizon_field, "must not be negative");
+  if (options.dead_retention.count() < 0) throw ConfigError(dead_field, "must not be negative (0 keeps DEAD receipts)");
+  if (options.dead_retention.count() > 0 && options.dead_retention < options.redelivery_horizon)
+    throw ConfigError(dead_field, "the DEAD retention (" + std::to_string(options.dead_retention.count()) +
+                                      " h) is shorter than " + horizon_field + " (" +
+                                      std::to_string(options.redelivery_horizon.count()) +
+                                      " h): a redelivery after its DEAD receipt is purged would be accepted as new "
+                                      "and handled again; keep " +
+                                      dead_field + " at least " + horizon_field + ", or 0 to keep DEAD receipts");
   if (options.inbox_retention < options.redelivery_horizon)
     throw ConfigError(inbox_field, "the inbox retention (" + std::to_string(options.inbox_retention.count()) +
                                        " h) is shorter than " + horizon_field + " (" +
@@ -297,16 +339,17 @@ PurgeReport run_retention(pqxx::connection& session, const std::string& schema, 
       logger("retention")->warn("retention of schema {}: {}", checked, report.outbox_skipped);
     }
     run.purge_inbox();
+    run.purge_dead();
   }
   logger("retention")
       ->info(
-          "retention dry_run={} inbox_deleted={} inbox_batches={} outbox_partitions_created={} "
+          "retention dry_run={} inbox_deleted={} inbox_dead_deleted={} inbox_batches={} outbox_partitions_created={} "
           "outbox_partitions_retired={} outbox_partitions_blocked={} outbox_partitions_reattached={} "
-          "outbox_deleted={} inbox_retention={}h outbox_retention={}h batch_size={}",
-          options.dry_run, report.inbox_deleted, report.inbox_batches, report.outbox_partitions_created,
-          report.outbox_partitions_retired, report.outbox_partitions_blocked, report.outbox_partitions_reattached,
-          report.outbox_deleted, options.inbox_retention.count(), options.outbox_retention.count(),
-          options.batch_size);
+          "outbox_deleted={} inbox_retention={}h dead_retention={}h outbox_retention={}h batch_size={}",
+          options.dry_run, report.inbox_deleted, report.inbox_dead_deleted, report.inbox_batches,
+          report.outbox_partitions_created, report.outbox_partitions_retired, report.outbox_partitions_blocked,
+          report.outbox_partitions_reattached, report.outbox_deleted, options.inbox_retention.count(),
+          options.dead_retention.count(), options.outbox_retention.count(), options.batch_size);
   return report;
 }
 

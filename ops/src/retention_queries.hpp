@@ -30,6 +30,64 @@ WHERE status = 'COMPLETED'
   AND completed_at < pg_catalog.now() - pg_catalog.make_interval(secs => $1::double precision)
 )sql";
 
+// Inbox DEAD receipts (retention.dead_hours): the consumers that have any, one index
+// descent of inbox_receipts_dead each; $1 the previous consumer ('' first: every consumer
+// name is at least one byte).
+inline constexpr const char* kDeadConsumerAfter = R"sql(
+SELECT r.consumer
+FROM {schema}.inbox_receipts AS r
+WHERE r.status = 'DEAD'
+  AND r.consumer > $1::text
+ORDER BY r.consumer
+LIMIT 1
+)sql";
+
+// One bounded batch of consumer $1's DEAD receipts whose last change (updated_at: when they
+// went DEAD, were discarded or their key released) is older than $2 seconds, oldest first,
+// resuming at $4 (the last batch's newest; '-infinity' first): a range scan of
+// inbox_receipts_dead (consumer, updated_at) that never rereads the rows it kept. A DEAD
+// head that still blocks its ordering key (policy block, neither released nor discarded;
+// 0012's trigger) is kept: deleting it would let the key's next receipt run behind the
+// operator's back. SKIP LOCKED: a row someone holds is left for the next run. $3 batch size.
+// Returns how many went and the newest updated_at among them.
+inline constexpr const char* kPurgeDead = R"sql(
+WITH doomed AS (
+    SELECT r.id
+    FROM {schema}.inbox_receipts AS r
+    WHERE r.consumer = $1::text
+      AND r.status = 'DEAD'
+      AND r.updated_at < pg_catalog.now() - pg_catalog.make_interval(secs => $2::double precision)
+      AND r.updated_at >= $4::timestamptz
+      AND NOT (r.ordering_key IS NOT NULL
+               AND r.park_after IS NULL
+               AND r.key_released_at IS NULL
+               AND r.discarded_at IS NULL)
+    ORDER BY r.updated_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM {schema}.inbox_receipts AS r
+    USING doomed
+    WHERE r.id = doomed.id
+    RETURNING r.updated_at
+)
+SELECT pg_catalog.count(*) AS deleted,
+       pg_catalog.max(gone.updated_at)::text AS newest
+FROM gone
+)sql";
+
+// Dry run: how many DEAD receipts kPurgeDead would delete now ($1 seconds).
+inline constexpr const char* kPurgeDeadCount = R"sql(
+SELECT pg_catalog.count(*) AS past_retention
+FROM {schema}.inbox_receipts AS r
+WHERE r.status = 'DEAD'
+  AND r.updated_at < pg_catalog.now() - pg_catalog.make_interval(secs => $1::double precision)
+  AND NOT (r.ordering_key IS NOT NULL
+           AND r.park_after IS NULL
+           AND r.key_released_at IS NULL
+           AND r.discarded_at IS NULL)
+)sql";
+
 // Outbox: daily partitions until $1 whole days after today are covered (0017's function;
 // plain tables then ATTACH, SHARE UPDATE EXCLUSIVE on the parent). Needs the owner.
 inline constexpr const char* kCreatePartitions = R"sql(

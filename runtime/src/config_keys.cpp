@@ -492,9 +492,14 @@ std::vector<ConfigKey> build_table() {
           "retention.redelivery_horizon_hours", [](auto& c) -> auto& { return c.janitor.retention.redelivery_horizon; },
           "the longest time after which a source may still redeliver; retention.inbox_hours may not be shorter "
           "(0: not told)"),
+      hours(
+          "retention.dead_hours", [](auto& c) -> auto& { return c.janitor.retention.dead_retention; },
+          "DEAD receipts (discarded or not) are deleted once unchanged this long, except a DEAD head that blocks its "
+          "ordering key; at least retention.redelivery_horizon_hours. 0: kept until retried (docs/operations.md, "
+          "\"Janitor\")"),
       number(
           "retention.batch_size", [](auto& c) -> auto& { return c.janitor.retention.batch_size; },
-          "COMPLETED receipts per DELETE statement"),
+          "COMPLETED (and DEAD) receipts per DELETE statement"),
       number(
           "retention.partitions_ahead", [](auto& c) -> auto& { return c.janitor.retention.partitions_ahead; },
           "whole UTC days after today that outbox partitions cover after each janitor run"),
