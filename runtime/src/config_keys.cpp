@@ -272,6 +272,25 @@ ConfigKey ordering() {
   return key;
 }
 
+ConfigKey outbox_topics() {
+  const std::string name = "outbox.topics";
+  ConfigKey key{.name = name,
+                .type = "list A,B",
+                .doc =
+                    "the topics this module emits to: an emit to another fails its transaction with "
+                    "OUTBOX_TOPIC_UNKNOWN, before anything is written; empty: every topic (docs/publisher.md, "
+                    "\"Emitting\")",
+                .env = env_name(name)};
+  key.set = [](RuntimeConfig& c, const std::string& k, const std::string& v) {
+    const auto topics = split_list(k, v);
+    c.outbox_topics = {topics.begin(), topics.end()};
+  };
+  key.show = [name](const RuntimeConfig& c) {
+    return Shown{{name, join({c.outbox_topics.begin(), c.outbox_topics.end()})}};
+  };
+  return key;
+}
+
 ConfigKey allowed_topics() {
   const std::string name = "publisher.allowed_topics";
   ConfigKey key{.name = name,
@@ -417,6 +436,7 @@ std::vector<ConfigKey> build_table() {
           "shutdown.grace_ms", [](auto& c) -> auto& { return c.worker.shutdown_grace; },
           "in-flight handlers' grace on stop; then their queries are cancelled and, 2 s later, threads still "
           "running are abandoned"),
+      outbox_topics(),
       number(
           "publisher.batch_size", [](auto& c) -> auto& { return c.publisher.batch_size; }, "events per batch"),
       number(

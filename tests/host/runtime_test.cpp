@@ -400,3 +400,15 @@ TEST_CASE("ingress, worker and publisher run as three processes against one data
   for (const auto& r : kafka.read_all("orders.projected", 200, 30s)) ids.insert(r.headers.at("event_id"));
   CHECK(ids.size() == 200);
 }
+
+TEST_CASE("outbox.topics loads as a list and is the runtime emitter's declaration") {
+  TestDatabase db;
+  const auto config = load_config(
+      {.environment = std::vector<std::string>{"BOXCAR_DATABASE_URL=" + db.url(), "BOXCAR_SCHEMA=" + db.schema(),
+                                               "BOXCAR_OUTBOX_TOPICS=orders.projected, audit"}});
+  CHECK(config.outbox_topics == std::set<std::string>{"orders.projected", "audit"});
+  Runtime runtime(config);
+  CHECK(runtime.outbox().options().topics == std::set<std::string>{"orders.projected", "audit"});
+  CHECK(
+      load_config({.environment = std::vector<std::string>{"BOXCAR_DATABASE_URL=" + db.url()}}).outbox_topics.empty());
+}
