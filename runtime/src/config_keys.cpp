@@ -386,7 +386,9 @@ std::vector<ConfigKey> build_table() {
           "false: each commits alone (README, \"Accepting a message\")"),
       ordering(),
       boolean(
-          "worker.enabled", [](auto& c) -> auto& { return c.worker.enabled; }, "false: never claim"),
+          "worker.enabled", [](auto& c) -> auto& { return c.worker.enabled; },
+          "false: a worker or all process never claims; the ingress role builds no worker whatever this says "
+          "(docs/runtime.md, \"Ingress-only and worker deployments\")"),
       list(
           "worker.consumers", [](auto& c) -> auto& { return c.worker.owned_consumers; },
           "owned consumers; empty: every declared consumer. Each needs a handler or startup fails (list the "
