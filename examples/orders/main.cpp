@@ -27,11 +27,11 @@
 
 #include "boxcar/runtime/runtime.hpp"
 #include "boxcar/core/migrate.hpp"
-#include "boxcar/core/pg_array.hpp"
 #include "boxcar/core/roles.hpp"
 #include "boxcar/core/shutdown_signals.hpp"
 #include "boxcar/core/sql_identifier.hpp"
 #include "ingress.hpp"
+#include "projection.hpp"
 
 namespace {
 
@@ -42,69 +42,6 @@ using orders::kProjection;
 // One topic per tenant (tenant.<tenant>.orders): the topic authenticates the tenant.
 const std::vector<std::string> kTenants = {"acme", "globex", "initech"};
 constexpr const char* kDeadLetterTopic = "orders.dlq";
-
-struct OrderProjected {
-  static constexpr std::string_view event_type = "order.projected";
-  static constexpr int schema_version = 1;
-  static constexpr std::string_view topic = kProjectedTopic;
-  std::string order_id;
-  double total;
-};
-void to_json(nlohmann::json& j, const OrderProjected& e) { j = {{"orderId", e.order_id}, {"total", e.total}}; }
-
-// The application's handler: one business row and one event, both in context.tx.
-class OrderProjection final : public boxcar::InboxHandler {
- public:
-  OrderProjection(boxcar::OutboxEmitter& outbox, const std::string& schema)
-      : outbox_(outbox), table_(boxcar::quote_identifier(schema) + ".order_projection") {}
-  void handle(const nlohmann::json& payload, boxcar::HandlerContext& context) override {
-    const std::string order_id = payload.at("orderId");
-    const double total = payload.at("total");
-    context.tx.exec("INSERT INTO " + table_ + " (tenant_id, order_id, total) VALUES ($1, $2, $3)", context.scope.id,
-                    order_id, total);
-    outbox_.emit(context.tx, OrderProjected{order_id, total},
-                 {.scope = context.scope, .causation_id = context.message_id});
-  }
-
- private:
-  boxcar::OutboxEmitter& outbox_;
-  std::string table_;
-};
-
-// The batch variant (ORDERS_BATCH_HANDLER=1, docs/worker.md "Batch handlers"): the
-// batch's rows in one unnest insert, keyed by (tenant_id, order_id) with ON CONFLICT so a
-// re-run writes nothing twice, and one event per completed message, all in context.tx.
-class OrderProjectionBatch final : public boxcar::InboxBatchHandler {
- public:
-  OrderProjectionBatch(boxcar::OutboxEmitter& outbox, const std::string& schema)
-      : outbox_(outbox), table_(boxcar::quote_identifier(schema) + ".order_projection") {}
-  boxcar::BatchOutcomes handle_batch(std::span<const boxcar::InboxMessage> messages,
-                                     boxcar::BatchContext& context) override {
-    std::vector<std::string> tenants, order_ids, totals;
-    for (const auto& m : messages) {
-      tenants.push_back(m.scope.id);
-      order_ids.push_back(m.payload.at("orderId").get<std::string>());
-      totals.push_back(m.payload.at("total").dump());
-    }
-    context.tx.exec("INSERT INTO " + table_ +
-                        " (tenant_id, order_id, total) "
-                        "SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), "
-                        "pg_catalog.unnest($3::numeric[])) "
-                        "ON CONFLICT DO NOTHING",
-                    boxcar::pg_array(tenants), boxcar::pg_array(order_ids), boxcar::pg_array(totals));
-    boxcar::BatchOutcomes outcomes;
-    for (std::size_t i = 0; i < messages.size(); ++i) {
-      outbox_.emit(context.tx, OrderProjected{order_ids[i], messages[i].payload.at("total").get<double>()},
-                   {.scope = messages[i].scope, .causation_id = messages[i].message_id});
-      outcomes.push_back(boxcar::MessageOutcome::completed());
-    }
-    return outcomes;
-  }
-
- private:
-  boxcar::OutboxEmitter& outbox_;
-  std::string table_;
-};
 
 std::string bootstrap(const boxcar::RuntimeConfig& config) {
   const auto it = config.publisher.kafka.find("bootstrap.servers");
@@ -145,8 +82,7 @@ int init(const boxcar::RuntimeConfig& config) {
   const std::string table = boxcar::quote_identifier(config.schema) + ".order_projection";
   boxcar::Runtime runtime(config);
   boxcar::Tx tx = runtime.pool()->begin();
-  tx.exec("CREATE TABLE IF NOT EXISTS " + table +
-          " (tenant_id text NOT NULL, order_id text NOT NULL, total numeric NOT NULL, UNIQUE (tenant_id, order_id))");
+  tx.exec(orders::projection_table_ddl(config.schema));
   tx.exec("ALTER TABLE " + table + " OWNER TO " + boxcar::quote_identifier(names.migrator));
   tx.exec("GRANT INSERT ON " + table + " TO " + boxcar::quote_identifier(names.worker));
   tx.commit();
@@ -241,10 +177,10 @@ int main(int argc, char** argv) {
       return std::vector<boxcar::HandlerRegistration>{
           {.consumer = kProjection,
            .supports = {{"order.created", 1}},
-           .batch_handler = std::make_shared<OrderProjectionBatch>(runtime.outbox(), runtime.config().schema)}};
+           .batch_handler = std::make_shared<orders::OrderProjectionBatch>(runtime.outbox(), runtime.config().schema)}};
     return std::vector<boxcar::HandlerRegistration>{
         {.consumer = kProjection,
          .supports = {{"order.created", 1}},
-         .handler = std::make_shared<OrderProjection>(runtime.outbox(), runtime.config().schema)}};
+         .handler = std::make_shared<orders::OrderProjection>(runtime.outbox(), runtime.config().schema)}};
   });
 }

@@ -64,8 +64,8 @@ std::optional<PurgeReport> Janitor::run_once() {
     const auto report = run_retention(*state_->session, options_.schema, options_.retention);
     if (options_.metrics)
       options_.metrics->janitor_run(report.outbox_skipped.empty(), report.outbox_partitions_created,
-                                    report.outbox_partitions_retired, report.inbox_deleted, report.outbox_deleted,
-                                    report.outbox_partitions_blocked);
+                                    report.outbox_partitions_retired, report.inbox_deleted + report.inbox_dead_deleted,
+                                    report.outbox_deleted, report.outbox_partitions_blocked);
     return report;
   } catch (const std::exception& e) {
     // A lost session lost the lock with it; any other failure (a DDL refused, a lock

@@ -347,22 +347,29 @@ nlohmann::json to_json(const ActionResult& result) {
 nlohmann::json to_json(const PurgeReport& report) {
   return {{"dry_run", report.dry_run},
           {"inbox_deleted", report.inbox_deleted},
+          {"inbox_dead_deleted", report.inbox_dead_deleted},
           {"inbox_batches", report.inbox_batches},
           {"outbox_deleted", report.outbox_deleted},
           {"outbox_partitions_created", report.outbox_partitions_created},
           {"outbox_partitions_retired", report.outbox_partitions_retired},
           {"outbox_partitions_blocked", report.outbox_partitions_blocked},
+          {"outbox_partitions_reattached", report.outbox_partitions_reattached},
           {"outbox_skipped", report.outbox_skipped}};
 }
 
 std::string to_table(const PurgeReport& report) {
   std::ostringstream out;
-  out << "inbox:  " << (report.dry_run ? "would delete " : "deleted ") << report.inbox_deleted << " COMPLETED receipts";
+  out << "inbox:  " << (report.dry_run ? "would delete " : "deleted ") << report.inbox_deleted
+      << " COMPLETED receipts and " << report.inbox_dead_deleted << " DEAD";
   if (!report.dry_run) out << " in " << report.inbox_batches << " batches";
   out << "\noutbox: " << (report.dry_run ? "would retire " : "retired ") << report.outbox_partitions_retired
       << " partitions (" << report.outbox_deleted << " finished events)";
   if (!report.dry_run) out << ", created " << report.outbox_partitions_created << " ahead";
-  out << "; " << report.outbox_partitions_blocked << " past retention kept for an unfinished event\n";
+  out << "; " << report.outbox_partitions_blocked << " past retention kept for an unfinished event";
+  if (report.outbox_partitions_reattached > 0)
+    out << "; " << (report.dry_run ? "would attach again " : "attached again ") << report.outbox_partitions_reattached
+        << " that an interrupted run had detached with an unfinished event";
+  out << '\n';
   if (!report.outbox_skipped.empty()) out << "outbox: skipped: " << report.outbox_skipped << '\n';
   return out.str();
 }

@@ -2,11 +2,14 @@
 // retention_queries.hpp; rendering in operator_format.cpp).
 #include <algorithm>
 #include <limits>
+#include <regex>
 
 #include <spdlog/spdlog.h>
 
 #include "boxcar/ops/retention.hpp"
 #include "boxcar/core/detail/database_errors.hpp"
+#include "boxcar/core/detail/failpoint.hpp"
+#include "boxcar/core/detail/open_connection.hpp"
 #include "boxcar/core/detail/with_schema.hpp"
 #include "boxcar/core/logging.hpp"
 #include "boxcar/core/sql_identifier.hpp"
@@ -56,6 +59,22 @@ class OwnerRole {
   bool switched_ = false;
 };
 
+// Written on a partition (COMMENT ON TABLE) before any DETACH of it, followed by its bound:
+// a run that ends between the DETACH and the ATTACH or DROP after it (a crash, a lost
+// session) leaves a table that is no partition and that no query of outbox_events reads,
+// with events a publisher can then never see; the next run finds it by this mark
+// (kOrphanedPartitions) and finishes the job. The comment goes with the table when it is
+// dropped, and is cleared when it is attached again. Stored in the catalog: keep the text.
+constexpr const char* kRetiringMark = "boxcar retention: detaching from outbox_events, ";
+
+// A bound as pg_get_expr prints a partition of outbox_events (UUIDv7 ranges), the only text
+// a mark may splice into ATTACH PARTITION.
+bool is_partition_bound(const std::string& bound) {
+  static const std::regex pattern(
+      R"(FOR VALUES FROM \((MINVALUE|'[0-9a-f-]{36}')\) TO \((MAXVALUE|'[0-9a-f-]{36}')\))");
+  return std::regex_match(bound, pattern);
+}
+
 struct Partition {
   std::string name;
   std::string bound;  // "FOR VALUES FROM (...) TO (...)", as ATTACH PARTITION takes it
@@ -79,6 +98,46 @@ class Run {
         statement
             .exec_params1(detail::with_schema(sql::kCreatePartitions, schema_), options_.partitions_ahead)["created"]
             .as<std::int64_t>();
+  }
+
+  // Step 1: tables an interrupted run detached and did not attach again or drop. One that
+  // still holds an unfinished event (or one finished within the retention) is attached
+  // again with the bound its mark recorded; one whose events are all retirable is dropped,
+  // as the run that detached it would have done.
+  void recover_orphaned_partitions() {
+    const long long cutoff = seconds_of(options_.outbox_retention);
+    std::vector<Partition> orphans;
+    {
+      pqxx::nontransaction statement(c_);
+      for (const auto& row :
+           statement.exec_params(detail::with_schema(sql::kOrphanedPartitions, schema_), std::string(kRetiringMark)))
+        orphans.push_back({.name = row["partition_name"].as<std::string>(), .bound = row["bound"].as<std::string>()});
+    }
+    for (const auto& p : orphans) {
+      const std::string table = quote_identifier(schema_) + "." + quote_identifier(p.name);
+      if (!is_partition_bound(p.bound)) {
+        logger("retention")
+            ->error("table {} carries a retention mark without a partition bound ('{}'); left as it is", p.name,
+                    p.bound);
+        continue;
+      }
+      const auto events = retirable(table, cutoff);
+      if (events) {
+        ++report_.outbox_partitions_retired;
+        report_.outbox_deleted += *events;
+        if (options_.dry_run) continue;
+        exec("DROP TABLE " + table);
+        logger("retention")
+            ->info("retired outbox partition {} that an interrupted run detached ({} events)", p.name, *events);
+        continue;
+      }
+      ++report_.outbox_partitions_reattached;
+      if (options_.dry_run) continue;
+      attach(p, table);
+      logger("retention")
+          ->warn("attached outbox partition {} again: an interrupted run had detached it with unfinished events",
+                 p.name);
+    }
   }
 
   void retire_old_partitions() {
@@ -112,14 +171,16 @@ class Run {
       // see the partition; emitters and publishers never wait for it. Interrupted (the
       // session died, a statement_timeout), it leaves the partition detach-pending:
       // FINALIZE completes it on the next run.
+      mark(p, table);
       exec(std::string("ALTER TABLE ") + parent_ + " DETACH PARTITION " + table +
            (p.detach_pending ? " FINALIZE" : " CONCURRENTLY"));
+      BOXCAR_FAILPOINT("retention.after_detach");
       // Between the check and the detach an operator may have requeued an event of it
       // (`dead retry` of a discarded one): check the detached table again, and give it
       // back rather than drop an unfinished event.
       const auto still = retirable(table, cutoff);
       if (!still) {
-        exec("ALTER TABLE " + parent_ + " ATTACH PARTITION " + table + " " + p.bound);
+        attach(p, table);
         ++report_.outbox_partitions_blocked;
         continue;
       }
@@ -127,6 +188,39 @@ class Run {
       ++report_.outbox_partitions_retired;
       report_.outbox_deleted += *still;
       logger("retention")->info("retired outbox partition {} ({} events)", p.name, *still);
+    }
+  }
+
+  // Step 6 (retention.dead_hours): DEAD receipts, consumer by consumer, so each batch is a
+  // range of inbox_receipts_dead.
+  void purge_dead() {
+    if (options_.dead_retention.count() == 0) return;
+    const long long seconds = seconds_of(options_.dead_retention);
+    pqxx::nontransaction statement(c_);
+    if (options_.dry_run) {
+      report_.inbox_dead_deleted =
+          statement.exec_params1(detail::with_schema(sql::kPurgeDeadCount, schema_), seconds)["past_retention"]
+              .as<std::int64_t>();
+      return;
+    }
+    const auto batch =
+        static_cast<long long>(std::min<std::size_t>(options_.batch_size, std::numeric_limits<int>::max()));
+    const auto next_consumer = detail::with_schema(sql::kDeadConsumerAfter, schema_);
+    const auto purge = detail::with_schema(sql::kPurgeDead, schema_);
+    std::string consumer;
+    while (true) {
+      const auto next = statement.exec_params(next_consumer, consumer);
+      if (next.empty()) break;
+      consumer = next[0]["consumer"].as<std::string>();
+      std::string after = "-infinity";
+      while (true) {
+        const auto row = statement.exec_params1(purge, consumer, seconds, batch, after);
+        const auto n = row["deleted"].as<long long>();
+        report_.inbox_dead_deleted += n;
+        ++report_.inbox_batches;
+        if (n < batch) break;
+        after = row["newest"].as<std::string>();
+      }
     }
   }
 
@@ -165,8 +259,26 @@ class Run {
   // else can be done with it) and attach it again, so its events stay published.
   void reattach_after_finalize(const Partition& p, const std::string& table) {
     if (options_.dry_run) return;
+    mark(p, table);
     exec("ALTER TABLE " + parent_ + " DETACH PARTITION " + table + " FINALIZE");
+    BOXCAR_FAILPOINT("retention.after_detach");
+    attach(p, table);
+  }
+
+  // Before any DETACH: the mark a later run recovers the table by (kRetiringMark). A
+  // catalog write under SHARE UPDATE EXCLUSIVE on the partition: emitters and publishers
+  // go on.
+  void mark(const Partition& p, const std::string& table) {
+    pqxx::nontransaction statement(c_);
+    statement.exec("COMMENT ON TABLE " + table + " IS " + statement.quote(std::string(kRetiringMark) + p.bound));
+  }
+
+  // ATTACH with the bound it had, then the mark goes: the table is a partition again. The
+  // CHECK constraint DETACH ... CONCURRENTLY and FINALIZE leave on the table implies the
+  // bound, so ATTACH does not scan it; its indexes are those of a partition already.
+  void attach(const Partition& p, const std::string& table) {
     exec("ALTER TABLE " + parent_ + " ATTACH PARTITION " + table + " " + p.bound);
+    exec("COMMENT ON TABLE " + table + " IS NULL");
   }
 
   void exec(const std::string& ddl) { pqxx::nontransaction(c_).exec(ddl); }
@@ -179,7 +291,7 @@ class Run {
 };
 
 void check_options(const PurgeOptions& options) {
-  if (options.inbox_retention.count() < 0 || options.outbox_retention.count() < 0)
+  if (options.inbox_retention.count() < 0 || options.outbox_retention.count() < 0 || options.dead_retention.count() < 0)
     throw OperatorError("PURGE_INVALID", "retention must not be negative");
   if (options.batch_size == 0) throw OperatorError("PURGE_INVALID", "batch_size must be at least 1");
   if (options.partitions_ahead < 1) throw OperatorError("PURGE_INVALID", "partitions_ahead must be at least 1");
@@ -188,9 +300,18 @@ void check_options(const PurgeOptions& options) {
 
 }  // namespace
 
-void validate_retention(const PurgeOptions& options, const std::string& inbox_field, const std::string& horizon_field) {
+void validate_retention(const PurgeOptions& options, const std::string& inbox_field, const std::string& horizon_field,
+                        const std::string& dead_field) {
   if (options.inbox_retention.count() < 0) throw ConfigError(inbox_field, "must not be negative");
   if (options.redelivery_horizon.count() < 0) throw ConfigError(horizon_field, "must not be negative");
+  if (options.dead_retention.count() < 0) throw ConfigError(dead_field, "must not be negative (0 keeps DEAD receipts)");
+  if (options.dead_retention.count() > 0 && options.dead_retention < options.redelivery_horizon)
+    throw ConfigError(dead_field, "the DEAD retention (" + std::to_string(options.dead_retention.count()) +
+                                      " h) is shorter than " + horizon_field + " (" +
+                                      std::to_string(options.redelivery_horizon.count()) +
+                                      " h): a redelivery after its DEAD receipt is purged would be accepted as new "
+                                      "and handled again; keep " +
+                                      dead_field + " at least " + horizon_field + ", or 0 to keep DEAD receipts");
   if (options.inbox_retention < options.redelivery_horizon)
     throw ConfigError(inbox_field, "the inbox retention (" + std::to_string(options.inbox_retention.count()) +
                                        " h) is shorter than " + horizon_field + " (" +
@@ -208,6 +329,7 @@ PurgeReport run_retention(pqxx::connection& session, const std::string& schema, 
     OwnerRole owner(session, checked);
     Run run(session, checked, options, report);
     if (owner.may_act()) {
+      run.recover_orphaned_partitions();
       run.create_ahead();
       run.retire_old_partitions();
     } else {
@@ -217,22 +339,38 @@ PurgeReport run_retention(pqxx::connection& session, const std::string& schema, 
       logger("retention")->warn("retention of schema {}: {}", checked, report.outbox_skipped);
     }
     run.purge_inbox();
+    run.purge_dead();
   }
   logger("retention")
       ->info(
-          "retention dry_run={} inbox_deleted={} inbox_batches={} outbox_partitions_created={} "
-          "outbox_partitions_retired={} outbox_partitions_blocked={} outbox_deleted={} inbox_retention={}h "
-          "outbox_retention={}h batch_size={}",
-          options.dry_run, report.inbox_deleted, report.inbox_batches, report.outbox_partitions_created,
-          report.outbox_partitions_retired, report.outbox_partitions_blocked, report.outbox_deleted,
-          options.inbox_retention.count(), options.outbox_retention.count(), options.batch_size);
+          "retention dry_run={} inbox_deleted={} inbox_dead_deleted={} inbox_batches={} outbox_partitions_created={} "
+          "outbox_partitions_retired={} outbox_partitions_blocked={} outbox_partitions_reattached={} "
+          "outbox_deleted={} inbox_retention={}h dead_retention={}h outbox_retention={}h batch_size={}",
+          options.dry_run, report.inbox_deleted, report.inbox_dead_deleted, report.inbox_batches,
+          report.outbox_partitions_created, report.outbox_partitions_retired, report.outbox_partitions_blocked,
+          report.outbox_partitions_reattached, report.outbox_deleted, options.inbox_retention.count(),
+          options.dead_retention.count(), options.outbox_retention.count(), options.batch_size);
   return report;
 }
 
 PurgeReport purge(ConnectionPool& pool, const std::string& schema, const PurgeOptions& options) {
   check_options(options);
-  return detail::with_operator_connection(pool, options.dry_run ? "purge (dry run)" : "purge", !options.dry_run,
-                                          [&](pqxx::connection& c) { return run_retention(c, schema, options); });
+  const char* doing = options.dry_run ? "purge (dry run)" : "purge";
+  // Closed when the run ends: whatever the run left on it (a role, after a failure) goes
+  // with it.
+  std::unique_ptr<pqxx::connection> session;
+  try {
+    session = detail::open_connection(pool.session_connection_string());
+  } catch (...) {
+    throw detail::to_database_error(std::current_exception(), doing, false);  // nothing ran
+  }
+  try {
+    return run_retention(*session, schema, options);
+  } catch (const Error&) {
+    throw;
+  } catch (...) {
+    throw detail::to_database_error(std::current_exception(), doing, !options.dry_run);
+  }
 }
 
 }  // namespace boxcar

@@ -42,6 +42,12 @@ void check_topic(const std::string& topic) {
   }
 }
 
+std::string joined(const std::set<std::string>& topics) {
+  std::string out;
+  for (const auto& topic : topics) out += (out.empty() ? "" : ",") + topic;
+  return out;
+}
+
 }  // namespace
 
 // The record the publisher will build from this row (record_mapper.cpp): an event the
@@ -78,6 +84,13 @@ OutboxEmitter::OutboxEmitter(std::shared_ptr<ConnectionPool> pool, OutboxOptions
   if (options_.max_record_bytes == 0)
     throw ConfigError("kafka.message.max.bytes",
                       "max_record_bytes (the producer's message.max.bytes) must be at least 1");
+  for (const auto& topic : options_.topics) {
+    try {
+      check_topic(topic);
+    } catch (const OutboxValidationError& e) {
+      throw ConfigError("outbox.topics", "declares '" + topic + "', which Kafka refuses: " + e.what());
+    }
+  }
   const std::string schema = validate_schema_name(options_.schema, "schema");
   insert_sql_ = detail::with_schema(outbox_sql::kInsert, schema);
   insert_name_ = "boxcar.outbox.insert." + schema;
@@ -93,6 +106,10 @@ EmittedEvent OutboxEmitter::emit(TxView tx, const OutboxMessage& message, const 
     throw OutboxValidationError("OUTBOX_SCHEMA_VERSION_INVALID", "schema_version",
                                 "must be at least 1, got " + std::to_string(message.schema_version));
   check_topic(message.topic);
+  if (!options_.topics.empty() && !options_.topics.contains(message.topic))
+    throw OutboxValidationError(
+        "OUTBOX_TOPIC_UNKNOWN", "topic",
+        "'" + message.topic + "' is not a declared topic (outbox.topics: " + joined(options_.topics) + ")");
   if (options.scope.kind == Scope::Kind::Tenant) {
     if (options.scope.id.empty())
       throw OutboxValidationError("OUTBOX_TENANT_SCOPE_INVALID", "scope.id",

@@ -243,6 +243,7 @@ void add_purge(CommandTree& tree, std::ostream& out) {
     long long outbox_days = PurgeOptions{}.outbox_retention.count() / 24;
     std::size_t batch_size = PurgeOptions{}.batch_size;
     std::optional<long long> horizon_days;
+    long long dead_days = 0;
     bool dry_run = false;
     bool json = false;
   };
@@ -252,11 +253,13 @@ void add_purge(CommandTree& tree, std::ostream& out) {
                                .outbox_retention = std::chrono::hours(24 * o->outbox_days),
                                .redelivery_horizon = o->horizon_days ? std::chrono::hours(24 * *o->horizon_days)
                                                                      : config.janitor.retention.redelivery_horizon,
+                               .dead_retention = std::chrono::hours(24 * o->dead_days),
                                .batch_size = o->batch_size,
                                .partitions_ahead = config.janitor.retention.partitions_ahead,
                                .dry_run = o->dry_run};
     validate_retention(options, "--inbox-days",
-                       o->horizon_days ? "--redelivery-horizon-days" : "retention.redelivery_horizon_hours");
+                       o->horizon_days ? "--redelivery-horizon-days" : "retention.redelivery_horizon_hours",
+                       "--dead-days");
     const auto report = purge(*session_operator_pool(config), config.schema, options);
     out << (o->json ? to_json(report).dump(2) + "\n" : to_table(report));
     return ExitCode::Ok;
@@ -268,6 +271,12 @@ void add_purge(CommandTree& tree, std::ostream& out) {
   command
       .add_option("--redelivery-horizon-days", o->horizon_days,
                   "refuse an --inbox-days shorter than this (default: retention.redelivery_horizon_hours)")
+      ->type_name("N")
+      ->check(kWholeNumber);
+  command
+      .add_option("--dead-days", o->dead_days,
+                  "also delete DEAD receipts unchanged this long, except a DEAD head that blocks its ordering key "
+                  "(default 0: keep them; at least --redelivery-horizon-days)")
       ->type_name("N")
       ->check(kWholeNumber);
   command

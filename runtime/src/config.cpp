@@ -79,7 +79,8 @@ void validate(const RuntimeConfig& config) {
   for (const auto& key : config_keys())
     if (key.required && key.show(config) == key.show(defaults))
       throw ConfigError(key.name, "is required (" + key.env + " or --set " + key.name + "=...)");
-  validate_retention(config.janitor.retention, "retention.inbox_hours", "retention.redelivery_horizon_hours");
+  validate_retention(config.janitor.retention, "retention.inbox_hours", "retention.redelivery_horizon_hours",
+                     "retention.dead_hours");
 }
 
 }  // namespace

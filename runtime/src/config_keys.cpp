@@ -272,6 +272,25 @@ ConfigKey ordering() {
   return key;
 }
 
+ConfigKey outbox_topics() {
+  const std::string name = "outbox.topics";
+  ConfigKey key{.name = name,
+                .type = "list A,B",
+                .doc =
+                    "the topics this module emits to: an emit to another fails its transaction with "
+                    "OUTBOX_TOPIC_UNKNOWN, before anything is written; empty: every topic (docs/publisher.md, "
+                    "\"Emitting\")",
+                .env = env_name(name)};
+  key.set = [](RuntimeConfig& c, const std::string& k, const std::string& v) {
+    const auto topics = split_list(k, v);
+    c.outbox_topics = {topics.begin(), topics.end()};
+  };
+  key.show = [name](const RuntimeConfig& c) {
+    return Shown{{name, join({c.outbox_topics.begin(), c.outbox_topics.end()})}};
+  };
+  return key;
+}
+
 ConfigKey allowed_topics() {
   const std::string name = "publisher.allowed_topics";
   ConfigKey key{.name = name,
@@ -367,7 +386,9 @@ std::vector<ConfigKey> build_table() {
           "false: each commits alone (README, \"Accepting a message\")"),
       ordering(),
       boolean(
-          "worker.enabled", [](auto& c) -> auto& { return c.worker.enabled; }, "false: never claim"),
+          "worker.enabled", [](auto& c) -> auto& { return c.worker.enabled; },
+          "false: a worker or all process never claims; the ingress role builds no worker whatever this says "
+          "(docs/runtime.md, \"Ingress-only and worker deployments\")"),
       list(
           "worker.consumers", [](auto& c) -> auto& { return c.worker.owned_consumers; },
           "owned consumers; empty: every declared consumer. Each needs a handler or startup fails (list the "
@@ -423,6 +444,7 @@ std::vector<ConfigKey> build_table() {
           "shutdown.grace_ms", [](auto& c) -> auto& { return c.worker.shutdown_grace; },
           "in-flight handlers' grace on stop; then their queries are cancelled and, 2 s later, threads still "
           "running are abandoned"),
+      outbox_topics(),
       number(
           "publisher.batch_size", [](auto& c) -> auto& { return c.publisher.batch_size; }, "events per batch"),
       number(
@@ -498,9 +520,14 @@ std::vector<ConfigKey> build_table() {
           "retention.redelivery_horizon_hours", [](auto& c) -> auto& { return c.janitor.retention.redelivery_horizon; },
           "the longest time after which a source may still redeliver; retention.inbox_hours may not be shorter "
           "(0: not told)"),
+      hours(
+          "retention.dead_hours", [](auto& c) -> auto& { return c.janitor.retention.dead_retention; },
+          "DEAD receipts (discarded or not) are deleted once unchanged this long, except a DEAD head that blocks its "
+          "ordering key; at least retention.redelivery_horizon_hours. 0: kept until retried (docs/operations.md, "
+          "\"Janitor\")"),
       number(
           "retention.batch_size", [](auto& c) -> auto& { return c.janitor.retention.batch_size; },
-          "COMPLETED receipts per DELETE statement"),
+          "COMPLETED (and DEAD) receipts per DELETE statement"),
       number(
           "retention.partitions_ahead", [](auto& c) -> auto& { return c.janitor.retention.partitions_ahead; },
           "whole UTC days after today that outbox partitions cover after each janitor run"),

@@ -146,6 +146,7 @@ OutboxEmitter& Runtime::outbox() {
     impl_->outbox =
         std::make_unique<OutboxEmitter>(impl_->pool, OutboxOptions{.schema = impl_->config.schema,
                                                                    .max_record_bytes = max_record_bytes(impl_->config),
+                                                                   .topics = impl_->config.outbox_topics,
                                                                    .metrics = impl_->metrics});
   return *impl_->outbox;
 }

@@ -1,12 +1,14 @@
 // The operator commands (status, dead list/groups/show/retry/discard, purge) against a
 // real PostgreSQL: DEAD rows are made with accept()/emit() and SQL updates, and every
-// test checks the outcome by counting rows.
+// test checks the outcome by counting rows (and the DEAD purge's plan, with EXPLAIN).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 
+#include "boxcar/ops/detail/named_statements.hpp"
 #include "boxcar/ops/operator.hpp"
 #include "boxcar/outbox/outbox_emitter.hpp"
+#include "named_statement.hpp"
 #include "worker_fixture.hpp"
 
 using namespace boxcar;
@@ -527,6 +529,119 @@ TEST_CASE(
 
   CHECK(error_code([&] { purge(*s.pool, s.db.schema(), {.batch_size = 0}); }) == "PURGE_INVALID");
   CHECK(error_code([&] { purge(*s.pool, s.db.schema(), {.inbox_retention = -1h}); }) == "PURGE_INVALID");
+}
+
+TEST_CASE(
+    "with a DEAD retention, purge deletes the DEAD receipts unchanged past it, discarded or not, consumer by "
+    "consumer in bounded batches, and never without one") {
+  Setup s;
+  for (int i = 0; i < 5; ++i) s.dead(kOrders, "old-" + std::to_string(i), "Boom", "exploded", 24h * 10);
+  for (int i = 0; i < 2; ++i) s.dead(kAudit, "old-" + std::to_string(i), "Boom", "exploded", 24h * 10);
+  s.dead(kBilling, "discarded", "Boom", "exploded", 24h * 10);
+  s.exec(
+      "UPDATE {schema}.inbox_receipts SET discarded_at = now() - interval '10 days', discarded_by = 'alice' "
+      "WHERE message_id = 'discarded'");
+  s.dead(kOrders, "young", "Boom", "exploded", 24h * 2);
+  s.complete(s.accept(kOrders, "completed"), 24h);
+  s.accept(kOrders, "pending");
+  s.exec("UPDATE {schema}.inbox_receipts SET updated_at = now() - interval '60 days' WHERE message_id = 'pending'");
+  const auto dead = [&] { return s.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'DEAD'"); };
+
+  // Off by default: DEAD receipts stay until an operator retries them.
+  CHECK(purge(*s.pool, s.db.schema(), {.batch_size = 2}).inbox_dead_deleted == 0);
+  CHECK(dead() == 9);
+
+  const PurgeOptions options{.dead_retention = 24h * 7, .batch_size = 2};
+  auto dry = options;
+  dry.dry_run = true;
+  CHECK(purge(*s.pool, s.db.schema(), dry).inbox_dead_deleted == 8);
+  CHECK(dead() == 9);
+
+  const auto report = purge(*s.pool, s.db.schema(), options);
+  CHECK(report.inbox_dead_deleted == 8);
+  CHECK(report.inbox_deleted == 0);
+  // COMPLETED: one short batch; DEAD of orders.v1 2 + 2 + 1, audit.v1 2 + 0, billing.v1 1.
+  CHECK(report.inbox_batches == 1 + 3 + 2 + 1);
+  CHECK(to_json(report)["inbox_dead_deleted"] == 8);
+  CHECK(dead() == 1);
+  CHECK(s.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id IN ('young', 'completed', 'pending')") ==
+        3);
+  // The identity went with its receipt: a redelivery is accepted as new and handled again.
+  CHECK(s.inbox.accept(message(kOrders, "old-0")).kind == Receipt::Kind::Accepted);
+
+  CHECK(error_code([&] { purge(*s.pool, s.db.schema(), {.dead_retention = -1h}); }) == "PURGE_INVALID");
+}
+
+TEST_CASE("the DEAD retention keeps a DEAD head that blocks its ordering key, and its waiting receipts wait") {
+  Setup s;
+  Inbox ordered{s.pool,
+                {.schema = s.db.schema(),
+                 .consumers = {kOrders},
+                 .ordering = {{kOrders, {.key = OrderingKey::payload_pointer("/key")}}},
+                 .notify = false}};
+  const auto keyed = [&](const std::string& id, const std::string& key) {
+    auto request = message(kOrders, id);
+    request.payload = {{"key", key}};
+    return ordered.accept(request).id;
+  };
+  const auto head = keyed("head", "k-1");
+  keyed("behind", "k-1");
+  s.kill(head, "Boom", "exploded", 24h * 10);
+  // A DEAD receipt of a key it no longer blocks (released by `dead unblock` long ago).
+  const auto released = keyed("released", "k-2");
+  s.kill(released, "Boom", "exploded", 24h * 10);
+  s.exec(
+      "UPDATE {schema}.inbox_receipts SET key_released_at = now() - interval '10 days', "
+      "updated_at = now() - interval '10 days' WHERE id = $1",
+      released);
+  REQUIRE(s.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'behind' AND status = 'WAITING'") ==
+          1);
+
+  const auto report = purge(*s.pool, s.db.schema(), {.dead_retention = 24h * 7});
+  CHECK(report.inbox_dead_deleted == 1);
+  CHECK(s.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'released'") == 0);
+  CHECK(s.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'head' AND status = 'DEAD'") == 1);
+  CHECK(s.count("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'behind' AND status = 'WAITING'") ==
+        1);
+}
+
+TEST_CASE("the DEAD purge reads each consumer's DEAD receipts through inbox_receipts_dead, a range of its index") {
+  Setup s;
+  // Many finished receipts beside a few DEAD ones, as in a live inbox.
+  s.exec(
+      "INSERT INTO {schema}.inbox_receipts (scope_kind, scope_id, source, consumer, message_id, event_type, "
+      "schema_version, payload, fingerprint, status, attempts, finished_attempts, completed_at) "
+      "SELECT 'tenant', 't1', 'test', $1, 'c-' || i, 'thing.happened', 1, '{}', repeat('a', 64), 'COMPLETED', 1, 1, "
+      "now() FROM generate_series(1, 20000) AS i",
+      kOrders);
+  for (int i = 0; i < 20; ++i) s.dead(kOrders, "d-" + std::to_string(i), "Boom", "exploded", 24h * 10);
+  s.exec("ANALYZE {schema}.inbox_receipts");
+  auto conn = s.db.connect();
+  pqxx::work tx(conn);
+  // The first execution's custom plan, and the generic plan a cached statement may switch to.
+  for (const char* mode : {"auto", "force_generic_plan"}) {
+    tx.exec(std::string("SET LOCAL plan_cache_mode = ") + mode);
+    const auto plan =
+        explain_prepared(tx, s.db.qualified(statement_sql(detail::ops_statements(), "retention.purge_dead")),
+                         "'" + kOrders + "', 604800, 1000, '-infinity'");
+    INFO(mode << ":\n" << plan);
+    CHECK_THAT(plan, Catch::Contains("Index Scan using inbox_receipts_dead on inbox_receipts"));
+    CHECK_THAT(plan, Catch::Contains("Index Cond: ((consumer = ") && Catch::Contains("AND (updated_at < "));
+    CHECK_THAT(plan, !Catch::Contains("Seq Scan"));
+  }
+}
+
+TEST_CASE("purge through a pool runs on the pool's session URL, never on database.url (a transaction pooler)") {
+  Setup s;
+  s.complete(s.accept(kOrders, "old"), 24h * 40);
+  // database.url reaches nothing: every statement purge ran through it would fail.
+  auto pool =
+      ConnectionPool::create({.url = "postgresql://boxcar@127.0.0.1:1/nowhere", .session_url = s.db.url(), .size = 1});
+  const auto report = purge(*pool, s.db.schema());
+  CHECK(report.inbox_deleted == 1);
+  CHECK(report.outbox_skipped.empty());
+  CHECK(s.count("SELECT count(*) FROM {schema}.inbox_receipts") == 0);
+  CHECK(pool->open_connections() == 0);
 }
 
 TEST_CASE("a redelivery after its receipt was purged is accepted as new") {

@@ -35,6 +35,34 @@ TEST_CASE("configuration refuses an inbox retention shorter than the redelivery 
   CHECK(load_config({.environment = defaults}).janitor.enabled == false);
 }
 
+TEST_CASE(
+    "retention.dead_hours is off by default and, when set, refused below the redelivery horizon with a "
+    "ConfigError naming it") {
+  const std::vector<std::string> env = {"BOXCAR_DATABASE_URL=postgresql://u@h/db",
+                                        "BOXCAR_RETENTION_REDELIVERY_HORIZON_HOURS=48"};
+  CHECK(load_config({.environment = env}).janitor.retention.dead_retention == 0h);
+  std::string key, message;
+  try {
+    load_config({.environment = env, .flags = {{"retention.dead_hours", "24"}}});
+  } catch (const ConfigError& e) {
+    key = e.key();
+    message = e.what();
+  }
+  CHECK(key == "retention.dead_hours");
+  CHECK_THAT(message, Catch::Contains("retention.redelivery_horizon_hours") && Catch::Contains("48 h"));
+  CHECK(load_config({.environment = env, .flags = {{"retention.dead_hours", "48"}}}).janitor.retention.dead_retention ==
+        48h);
+  // The purge command's flag is checked the same way, under its own name.
+  try {
+    validate_retention({.redelivery_horizon = 72h, .dead_retention = 24h}, "--inbox-days", "--redelivery-horizon-days",
+                       "--dead-days");
+    FAIL("expected ConfigError --dead-days");
+  } catch (const ConfigError& e) {
+    CHECK(e.key() == "--dead-days");
+  }
+  CHECK_NOTHROW(validate_retention({.inbox_retention = 72h, .redelivery_horizon = 72h, .dead_retention = 0h}));
+}
+
 TEST_CASE("validate_retention names the caller's fields for a retention shorter than the horizon") {
   std::string key;
   try {

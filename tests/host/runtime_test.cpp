@@ -400,3 +400,45 @@ TEST_CASE("ingress, worker and publisher run as three processes against one data
   for (const auto& r : kafka.read_all("orders.projected", 200, 30s)) ids.insert(r.headers.at("event_id"));
   CHECK(ids.size() == 200);
 }
+
+TEST_CASE(
+    "worker.enabled keeps its default: an ingress-only module builds no worker without setting it, and a worker "
+    "deployment of the same configuration claims without setting it") {
+  // docs/runtime.md, "Ingress-only and worker deployments": the role chooses whether a
+  // process claims; worker.enabled = false only switches off a worker a role would run.
+  TestDatabase db;
+  create_app_table(db);
+  const auto config =
+      load_config({.environment = std::vector<std::string>{
+                       "BOXCAR_DATABASE_URL=" + db.url(), "BOXCAR_SCHEMA=" + db.schema(), "BOXCAR_CONSUMERS=orders.v1",
+                       "BOXCAR_HTTP_LISTEN=", "BOXCAR_WORKER_POLL_INTERVAL_MS=100"}});
+  CHECK(config.worker.enabled);
+  {
+    // No handler and no worker setting: an enabled worker would refuse to start for lack
+    // of a handler of orders.v1 (ConfigError worker.consumers); the ingress role builds none.
+    Runtime ingress(config);
+    CHECK_NOTHROW(ingress.start(Role::Ingress));
+    CHECK(ingress.inbox().accept(message("orders.v1", "m-1")).kind == Receipt::Kind::Accepted);
+    ingress.stop();
+  }
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'PENDING' AND attempts = 0") == 1);
+
+  Runtime worker(config);
+  worker.start(Role::Worker, {app_row_writer("orders.v1", db.qualified("{schema}.app_rows"))});
+  CHECK(eventually(
+      [&] { return db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE status = 'COMPLETED'") == 1; }, 20s));
+  worker.stop();
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.app_rows") == 1);
+}
+
+TEST_CASE("outbox.topics loads as a list and is the runtime emitter's declaration") {
+  TestDatabase db;
+  const auto config = load_config(
+      {.environment = std::vector<std::string>{"BOXCAR_DATABASE_URL=" + db.url(), "BOXCAR_SCHEMA=" + db.schema(),
+                                               "BOXCAR_OUTBOX_TOPICS=orders.projected, audit"}});
+  CHECK(config.outbox_topics == std::set<std::string>{"orders.projected", "audit"});
+  Runtime runtime(config);
+  CHECK(runtime.outbox().options().topics == std::set<std::string>{"orders.projected", "audit"});
+  CHECK(
+      load_config({.environment = std::vector<std::string>{"BOXCAR_DATABASE_URL=" + db.url()}}).outbox_topics.empty());
+}

@@ -158,6 +158,68 @@ TEST_CASE("a handler whose emit is rejected goes DEAD at once instead of spendin
   CHECK(s.outbox_rows() == 0);
 }
 
+TEST_CASE(
+    "with outbox.topics declared, an emit to another topic is refused with OUTBOX_TOPIC_UNKNOWN naming the topic, "
+    "before anything is written") {
+  Setup s;
+  OutboxEmitter declared{s.pool, {.schema = s.db.schema(), .topics = {"orders.projected", "audit"}, .notify = false}};
+  Tx tx = s.pool->begin();
+  try {
+    declared.emit(tx, OutboxMessage{.event_type = "order.projected", .schema_version = 1, .topic = "orders.projcted"},
+                  {.scope = Scope::tenant("t1")});
+    FAIL("expected OutboxValidationError OUTBOX_TOPIC_UNKNOWN");
+  } catch (const OutboxValidationError& e) {
+    CHECK(e.code() == "OUTBOX_TOPIC_UNKNOWN");
+    CHECK(e.field() == "topic");
+    CHECK_THAT(std::string(e.what()), Catch::Contains("orders.projcted") && Catch::Contains("outbox.topics"));
+  }
+  declared.emit(tx, OrderProjected{"o-1"}, {.scope = Scope::tenant("t1")});
+  // Undeclared (the default): every topic, as before.
+  s.outbox.emit(tx, OutboxMessage{.event_type = "e", .schema_version = 1, .topic = "orders.projcted"},
+                {.scope = Scope::tenant("t1")});
+  tx.commit();
+  CHECK(s.outbox_rows() == 2);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE topic = 'orders.projected'") == 1);
+  // A declared name Kafka would refuse is a configuration error, named by its key.
+  try {
+    OutboxEmitter bad{s.pool, {.schema = s.db.schema(), .topics = {"orders projected"}, .notify = false}};
+    FAIL("expected ConfigError outbox.topics");
+  } catch (const ConfigError& e) {
+    CHECK(e.key() == "outbox.topics");
+  }
+}
+
+TEST_CASE(
+    "a handler that emits to a misspelt topic fails its transaction: the receipt goes DEAD with "
+    "OUTBOX_TOPIC_UNKNOWN and neither its row nor an event is written") {
+  Setup s;
+  OutboxEmitter declared{s.pool, {.schema = s.db.schema(), .topics = {"orders.projected"}, .notify = false}};
+  s.inbox.accept(message("orders.v1", "m-typo"));
+  auto options = s.worker_options();
+  options.max_attempts = 5;
+  const std::string table = s.db.qualified("{schema}.app_rows");
+  Worker worker(s.pool, options,
+                {{.consumer = "orders.v1",
+                  .supports = {{"thing.happened", 1}},
+                  .handler = handler([&](const nlohmann::json&, HandlerContext& c) {
+                    insert_app_row(table, c);
+                    declared.emit(c.tx,
+                                  OutboxMessage{.event_type = "order.projected",
+                                                .schema_version = 1,
+                                                .topic = "order.projected",  // the event type, not the topic
+                                                .payload = {{"orderId", "o-1"}}},
+                                  {.scope = c.scope, .causation_id = c.message_id});
+                  })}});
+  worker.drain();
+  const auto row = s.db.query("SELECT status, attempts, dead_reason, last_error FROM {schema}.inbox_receipts")[0];
+  CHECK(row[0].as<std::string>() == "DEAD");
+  CHECK(row[1].as<int>() == 1);
+  CHECK(row[2].as<std::string>() == "HANDLER_PERMANENT");
+  CHECK_THAT(row[3].as<std::string>(), Catch::Contains("OUTBOX_TOPIC_UNKNOWN"));
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.app_rows") == 0);
+  CHECK(s.outbox_rows() == 0);
+}
+
 TEST_CASE("emit works in an application transaction outside any handler and rolls back with it") {
   Setup s;
   {

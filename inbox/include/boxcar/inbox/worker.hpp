@@ -49,7 +49,10 @@ struct WorkerOptions {
   std::string schema = "boxcar";
   /// The consumers this module declares (the same list the Inbox accepts).
   std::vector<std::string> consumers{};
-  /// worker.enabled: false makes start() a no-op (an ingress-only process).
+  /// worker.enabled: false makes start() a no-op. An ingress-only process builds no
+  /// Worker at all (the Runtime's ingress role), so true, the default, costs it nothing and
+  /// a worker deployment needs no setting (docs/runtime.md, "Ingress-only and worker
+  /// deployments").
   bool enabled = true;
   /// worker.consumers: the consumers this worker claims. Empty: every declared consumer,
   /// each of which then needs a handler. To run without one consumer's handler, list the

@@ -13,7 +13,8 @@ namespace boxcar {
 /// Codes: OUTBOX_FIELD_REQUIRED, OUTBOX_FIELD_TOO_LONG, OUTBOX_FIELD_INVALID,
 /// OUTBOX_TENANT_SCOPE_INVALID, OUTBOX_SCHEMA_VERSION_INVALID, OUTBOX_EVENT_TOO_LARGE
 /// (field "payload": the Kafka record would exceed OutboxOptions::max_record_bytes, the
-/// producer's message.max.bytes), and the JSON_* codes.
+/// producer's message.max.bytes), OUTBOX_TOPIC_UNKNOWN (field "topic": not among the
+/// declared OutboxOptions::topics, outbox.topics), and the JSON_* codes.
 /// Permanent: the same event fails the same way on every retry, so a handler that lets
 /// it escape sends its receipt to DEAD at once.
 class OutboxValidationError final : public PermanentError {

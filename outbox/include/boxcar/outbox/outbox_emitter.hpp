@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "boxcar/outbox/errors.hpp"
@@ -63,6 +64,12 @@ struct OutboxOptions {
   /// sets, measured as boxcar/outbox/record_size.hpp does): the producer's
   /// `message.max.bytes`. A larger event could never be produced, so emit() refuses it.
   std::size_t max_record_bytes = kDefaultMaxRecordBytes;
+  /// outbox.topics: when not empty, the only topics emit() accepts (OutboxMessage::topic,
+  /// the topic as emitted, before any publisher.topics override); any other is refused with
+  /// OUTBOX_TOPIC_UNKNOWN before anything is written, so a misspelt topic fails the
+  /// emitting transaction instead of an event at publish time. Empty: every topic. The
+  /// publisher's own publisher.allowed_topics is checked as before.
+  std::set<std::string> topics{};
   /// Wake idle publishers with NOTIFY after the emitting transaction commits.
   bool notify = true;
   /// Where committed emits are counted (boxcar_outbox_emitted_total); null: nowhere.
@@ -79,7 +86,8 @@ class OutboxEmitter {
  public:
   /// `pool` is the pool the application's transactions come from; the emitter uses its
   /// connection string only for its own NOTIFY connection.
-  /// @throws ConfigError for a bad schema name, a null pool or max_record_bytes 0. Does not touch the database.
+  /// @throws ConfigError for a bad schema name, a null pool, max_record_bytes 0 or a declared
+  ///   topic Kafka would refuse ("outbox.topics"). Does not touch the database.
   OutboxEmitter(std::shared_ptr<ConnectionPool> pool, OutboxOptions options = {});
   ~OutboxEmitter();
   OutboxEmitter(const OutboxEmitter&) = delete;
@@ -89,7 +97,8 @@ class OutboxEmitter {
   /// and the emitted_total count run after `tx` commits, never after a rollback or a
   /// rollback to a savepoint taken before the emit.
   /// @throws OutboxValidationError before writing anything (OUTBOX_EVENT_TOO_LARGE,
-  ///   field "payload", when its record would exceed options().max_record_bytes);
+  ///   field "payload", when its record would exceed options().max_record_bytes;
+  ///   OUTBOX_TOPIC_UNKNOWN, field "topic", for a topic outside options().topics);
   ///   pqxx exceptions from the insert, as any statement in `tx` would.
   EmittedEvent emit(TxView tx, const OutboxMessage& message, const EmitOptions& options);
 

@@ -19,6 +19,7 @@
 #include <functional>
 #include <optional>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,8 @@ struct RuntimeConfig {
   /// rule's text as configured (for `config check`).
   std::map<std::string, OrderingRule> inbox_ordering{};
   std::map<std::string, std::string> inbox_ordering_text{};
+  /// outbox.topics: the Runtime emitter's OutboxOptions::topics (empty: every topic).
+  std::set<std::string> outbox_topics{};
   /// The worker's options; schema, consumers and metrics are filled in by the Runtime.
   WorkerOptions worker{};
   /// The publisher's options (kafka.*, publisher.topics.*); schema and metrics are filled
