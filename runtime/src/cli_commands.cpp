@@ -183,11 +183,11 @@ void add_dead_unblock(CommandTree& tree, CLI::App& dead, std::ostream& out) {
   };
   auto o = std::make_shared<UnblockFlags>();
   const auto run = [o, &out](const RuntimeConfig& config) {
-    UnblockRequest request{.key = o->key, .consumer = o->consumer, .every_scope = o->every_scope};
-    if (!o->scope.empty()) {
-      request.scope = parse_scope(o->scope);
-      if (!request.scope) throw ConfigError("--scope", "expects global or tenant:ID, got '" + o->scope + "'");
-    }
+    // --scope was checked when the command line was parsed.
+    const UnblockRequest request{.key = o->key,
+                                 .consumer = o->consumer,
+                                 .scope = o->scope.empty() ? std::nullopt : parse_scope(o->scope),
+                                 .every_scope = o->every_scope};
     auto pool = operator_pool(config);
     const auto released = unblock_key(*pool, config.schema, request);
     if (o->json) {
@@ -223,7 +223,10 @@ void add_dead_unblock(CommandTree& tree, CLI::App& dead, std::ostream& out) {
   command
       .add_option("--scope", o->scope,
                   "only this scope's key: global or tenant:ID (default: the one scope that has the key blocked)")
-      ->type_name("SCOPE");
+      ->type_name("SCOPE")
+      ->check([](const std::string& value) {
+        return parse_scope(value) ? std::string() : "expects global or tenant:ID, got '" + value + "'";
+      });
   command.add_flag("--every-scope", o->every_scope, "release the key in every scope that has it blocked");
   command.add_flag("--json", o->json, "print the released receipts as JSON");
 }
