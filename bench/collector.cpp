@@ -1,5 +1,5 @@
 // bench_collector: the database time of one backlog collection cycle for a whole fleet,
-// at 0 and at 1,000,000 backlog rows, the collector of issue 13 beside the one before it
+// at 0 and at 1,000,000 backlog rows, the elected collector beside the design before it
 // (every process counting the whole backlog itself), in the same run.
 //
 //   scripts/bench collector [--pending N] [--completed N] [--consumers N] [--processes N]
@@ -19,7 +19,7 @@
 // Wall time of the cycle from the client, on loopback: the database time plus a few
 // round trips, so an upper bound of it.
 // Prints `ratio collector_cycle_1m VALUE 1.00` with VALUE = 50 ms / the new fleet cycle
-// at the full backlog (≥ 1.00 meets the target of issue 13), and with --explain the
+// at the full backlog (≥ 1.00 meets the target), and with --explain the
 // EXPLAIN (ANALYZE, BUFFERS) of the new per-consumer queries, as prepared, at the backlog.
 #include <algorithm>
 #include <chrono>
@@ -86,8 +86,8 @@ Args parse(int argc, char** argv) {
   return args;
 }
 
-// The collector's queries before issue 13 (ops/src/backlog_queries.hpp at 10e14a5): each
-// counts its whole partial index, in every process.
+// The collector's queries before the elected, capped collection (ops/src/backlog_queries.hpp
+// at 10e14a5): each counts its whole partial index, in every process.
 constexpr const char* kOldQueries[] = {
     R"SQL(
 SELECT consumer,

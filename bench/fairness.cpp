@@ -1,5 +1,5 @@
 // bench_fairness: what the tenant-fair claim (WorkerOptions::fair_claims, docs/worker.md,
-// "Claims") buys and costs, on issue 14's scenario.
+// "Claims") buys and costs, where one tenant's backlog is far ahead of everyone else's.
 //
 //   scripts/bench fairness [--hot N] [--tenants T] [--per-tenant M] [--rate R] [--rounds K]
 //

@@ -1,6 +1,6 @@
 // bench_retention: do bounded batch deletes (boxcar::purge, the janitor's inbox part) keep up
 // with a sustained accept rate, without growing dead tuples or the time a message waits to
-// be picked up (issue 14, part 3)?
+// be picked up?
 //
 //   scripts/bench retention [--rate R] [--seconds S] [--rounds N] [--backlog-seconds B]
 //                           [--vacuum-cost-delay MS]

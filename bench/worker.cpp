@@ -260,7 +260,7 @@ Measurement drain_raw(const std::string& url, int threads, bool batched, Raw sha
                                    "ON r.id = c.id AND r.claim_token = c.token ORDER BY r.id FOR NO KEY UPDATE OF r");
         // No `status = 'PROCESSING'` beside the token, as in Boxcar's own statements: it lets
         // the planner scan the leases index instead of the primary key (docs/benchmarks.md,
-        // "Ninth session"), and the baselines are the fastest raw form.
+        // "Guarded statements name no status"), and the baselines are the fastest raw form.
         c.prepare("complete", "UPDATE " + raw +
                                   ".inbox_receipts SET status = 'COMPLETED', claim_token = NULL, "
                                   "lease_expires_at = NULL, finished_attempts = finished_attempts + 1, "
@@ -335,7 +335,7 @@ Measurement drain_raw(const std::string& url, int threads, bool batched, Raw sha
 // `warm_up_seconds` at that rate are reported apart and left out of the percentiles: a
 // new Worker's first message on each pooled connection waits for the connection to open
 // and for the new backend to load the catalog entries of the statements' tables (about
-// 10 ms per first parse here; docs/benchmarks.md, "Fifteenth session"), a start-up cost
+// 10 ms per first parse here; docs/benchmarks.md, "The benchmarks"), a start-up cost
 // that is not the steady state's wake-up path.
 void measure_latency(const std::string& url, int rate, double warm_up_seconds, double seconds) {
   Admin(url).exec(std::string("TRUNCATE ") + kBoxcarSchema + ".inbox_receipts");
@@ -495,7 +495,7 @@ int main(int argc, char** argv) {
           [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true, Raw::Unnest); },
           [&] { return drain_boxcar(url, 16, messages, {.batch_size = kClaim, .batch_handler = true}); }, std::cout));
     // Diagnostic, only when named: batch_handler_t16 without the pool's session reset, to
-    // show what that round trip costs a batch (docs/benchmarks.md, issue 13).
+    // show what that round trip costs a batch.
     if (std::find(only.begin(), only.end(), "batch_handler_noreset_t16") != only.end())
       results.push_back(boxcar::bench::compare(
           "batch_handler_noreset_t16", "16 threads, msg/s, batch handler of 32, no session reset, vs (c)", rounds,
@@ -511,7 +511,7 @@ int main(int argc, char** argv) {
           [&] { load(url, messages); }, [&] { return drain_raw(url, 16, true, Raw::UnnestLocked); },
           [&] { return drain_boxcar(url, 16, messages, {.batch_size = kClaim, .batch_handler = true}); }, std::cout));
     // Diagnostics, only when named: per_message_t16's gap split into the guarantees' SQL
-    // and the Worker's machinery (docs/benchmarks.md, "Twelfth session").
+    // and the Worker's machinery (docs/benchmarks.md, "The per-message transaction").
     if (std::find(only.begin(), only.end(), "guarantee_sql_t16") != only.end())
       results.push_back(boxcar::bench::compare(
           "guarantee_sql_t16", "16 threads, msg/s, (a) with Boxcar's per-message statements vs (a)", rounds,

@@ -1,4 +1,6 @@
 -- boxcar:compatible-with 11
+-- boxcar:previous-checksum b627f4eb2e11b5ca53d0dc3f81f9685a8b35a397c2aff34caf2bfec926248023
+-- (this file before its comments were reworded: the same statements)
 -- Per-key ordering of receipts (docs/ordering.md). A consumer may opt in, per Inbox,
 -- to an ordering key taken from each message; then at most one receipt of a key is
 -- claimable or in flight, oldest accepted first, whatever the number of workers. The
@@ -71,7 +73,7 @@ SELECT pg_catalog.set_config('search_path',
 
 -- One trigger function for the three triggers below, without helper functions: each call of
 -- a function with its own search_path saves and restores the setting, which cost the drain
--- of an ordered consumer a measurable share (docs/benchmarks.md, issue 14).
+-- of an ordered consumer a measurable share.
 -- held / holds: whether OLD / NEW holds its key (is the head, or waits to become it); a
 -- DEAD receipt holds it under `block` until an operator unblocks or discards it.
 -- SECURITY DEFINER: the runtime roles (docs/security.md) need no rights on the key table

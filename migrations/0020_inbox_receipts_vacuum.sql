@@ -1,9 +1,11 @@
 -- boxcar:compatible-with 16
+-- boxcar:previous-checksum 3c67c569ff991997bfefe4883f429c3a4f984a7f5ff2f2ce2036c8e6209acd6c
+-- (this file before its comments were reworded: the same statements)
 -- The inbox is a queue table: every receipt leaves two dead row versions (claim and
 -- completion) and, once retention deletes it, a third. At 5,000 msg/s the default
 -- autovacuum throttle (cost delay 2 ms) did not finish one vacuum of a 1 GB inbox in 150 s,
 -- and the heap grew from 0.64 to 1.58 GB; unthrottled, dead tuples stayed bounded and the
--- heap stopped growing (docs/benchmarks.md, "inbox retention by bounded deletes"). So its
+-- heap stopped growing (docs/benchmarks.md, "Unthrottled vacuum of the inbox"). So its
 -- vacuum runs without the cost delay. A storage parameter only: SHARE UPDATE EXCLUSIVE for
 -- an instant, no rewrite. To share I/O more politely on a busy shared cluster:
 -- ALTER TABLE inbox_receipts RESET (autovacuum_vacuum_cost_delay) (docs/operations.md).

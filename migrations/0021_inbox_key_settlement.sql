@@ -1,9 +1,11 @@
 -- boxcar:compatible-with 16
+-- boxcar:previous-checksum 7dc931ca3787fc49fea3e9c4f02db7f47cbda03309a8654658a8c3bd23584a3a
+-- (this file before its comments were reworded: the same statements)
 -- Set-based key settlement for a batch of ordered receipts (docs/ordering.md, "Cost").
 -- The row trigger of 0012 moves a key on for each receipt that lets go of it: two
 -- statements per receipt. A batch of 32 completes with one UPDATE, so an ordered batch
--- ran 32 times the statements of an unordered one (ordered_batched_t16 0.47 of unordered,
--- docs/benchmarks.md). The worker now settles the keys of a batch's receipts before it
+-- ran 32 times the statements of an unordered one (ordered_batched_t16 measured 0.47 of
+-- unordered). The worker now settles the keys of a batch's receipts before it
 -- completes them, in two statements for the whole batch; the row trigger then finds
 -- each key's head already moved and does nothing. A binary that does not call it keeps
 -- the row trigger's per-receipt path: compatible with 16.

@@ -1,8 +1,10 @@
 -- boxcar:compatible-with 16
+-- boxcar:previous-checksum 744a5a196cedb0a0c254988c5832657fadaee652598d3d83270a75826d7988a6
+-- (this file before its comments were reworded: the same statements)
 -- The key-order functions of 0013 on the partitioned outbox (0019). They found each key's
 -- next WAITING event and updated it by `id` alone; `id` is not the partition key, so every
 -- promotion probed the `id` index of every partition (the pattern the publisher's claim
--- lost in the fifteenth session: docs/benchmarks.md). They now take the next event's
+-- no longer has: docs/benchmarks.md, "Generic plans"). They now take the next event's
 -- `event_id` (the partition key) with its `id` and update by both, so each update reads
 -- the one partition holding the event (run-time pruning).
 --

@@ -1,12 +1,15 @@
 -- boxcar:compatible-with 16
+-- boxcar:previous-checksum fe3ff5d46fb814e7492c13d6947b874ee5af6d1a05aa8fd50377d01ecd503040
+-- (this file before its comments were reworded: the same statements)
 -- Covering indexes for the outbox's backlog figures, step 1 of 3 (docs/schema.md, "Outbox
 -- indexes"). The backlog collector counts the due events by status with their oldest
 -- created_at, and the events in flight with theirs; through outbox_events_due and
 -- outbox_events_leases that is one heap fetch per event, and a backlog that landed among
 -- retained rows (in the free space churn leaves) reads about twice the pages it would on
--- an empty table (docs/benchmarks.md, nineteenth session). The same keys and predicates
--- with the columns those figures read INCLUDEd make both index-only scans; they serve the
--- publisher's claim and lease recovery as the old indexes did, and replace them (0025).
+-- an empty table (docs/benchmarks.md, "Covering indexes for the backlog counts"). The same
+-- keys and predicates with the columns those figures read INCLUDEd make both index-only
+-- scans; they serve the publisher's claim and lease recovery as the old indexes did, and
+-- replace them (0025).
 --
 -- A partitioned table cannot build an index CONCURRENTLY, and a plain CREATE INDEX on it
 -- would hold writers off every partition for the whole build. So, as PostgreSQL documents

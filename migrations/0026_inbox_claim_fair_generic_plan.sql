@@ -1,4 +1,6 @@
 -- boxcar:compatible-with 16
+-- boxcar:previous-checksum 5d31034b1a027ac87d837c7dadcfce198cfaed22809237f4526a9b2266a2a222
+-- (this file before its comments were reworded: the same statements)
 -- The fair claim (docs/worker.md, "Claims") as a function that runs it with a generic plan.
 -- As a prepared statement the claim was planned again on most executions (pg_stat_statements:
 -- 2,763 plans of 6,302 calls in bench_worker's batch handler case, 5,766 of 6,626 in an
@@ -113,8 +115,8 @@ BEGIN
               -- order too. With statistics that saw one scope only (a hot tenant's backlog
               -- analysed before the others arrived) it chose that index and walked the hot
               -- tenant's older rows for every other scope's share: 0.4 s per claim at a
-              -- 100,000 backlog, until the next ANALYZE (docs/benchmarks.md, "Tenth
-              -- session"). As a range the scope columns stay in the order, which only
+              -- 100,000 backlog, until the next ANALYZE (docs/schema.md, "The fair
+              -- claim's plan"). As a range the scope columns stay in the order, which only
               -- inbox_receipts_claimable_scope provides, and bound its scan.
               AND (scope_kind, scope_id) >= (s.scope_kind, s.scope_id)
               AND (scope_kind, scope_id) <= (s.scope_kind, s.scope_id)

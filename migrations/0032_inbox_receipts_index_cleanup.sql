@@ -1,4 +1,6 @@
 -- boxcar:compatible-with 26
+-- boxcar:previous-checksum 677f8e5d44e42ccf1976ea5191c7b44282950a91d30fdac148b726b819dd2aae
+-- (this file before its comments were reworded: the same statements)
 -- Vacuum of the inbox always cleans its indexes. PostgreSQL 15 skips index vacuuming when
 -- fewer than 2% of a table's pages hold dead items (vacuum_index_cleanup = auto); those
 -- dead line pointers then stay in the heap, and a page that holds one is never marked
@@ -8,8 +10,8 @@
 -- collector's counts since 0027-0031) then read the heap for every such receipt, and
 -- claims walk the index entries of receipts long finished: a backlog of 2,400 beside
 -- 2,000,000 retained read 2,204 heap pages per count where the same backlog on an empty
--- table read none (docs/benchmarks.md, "Twenty-fourth session"). Cleaning costs each
--- vacuum a scan of the table's indexes: 0.73 s instead of 0.31 s for that 1.8 GB table
+-- table read none (docs/benchmarks.md, "vacuum_index_cleanup on the inbox"). Cleaning
+-- costs each vacuum a scan of the table's indexes: 0.73 s instead of 0.31 s for that 1.8 GB table
 -- with 479 MB of indexes (cached). A storage parameter only: SHARE UPDATE EXCLUSIVE for an
 -- instant, no rewrite. To restore PostgreSQL's default on a table too large to scan its
 -- indexes that often: ALTER TABLE inbox_receipts RESET (vacuum_index_cleanup)

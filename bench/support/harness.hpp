@@ -64,8 +64,8 @@ double since(std::chrono::steady_clock::time_point start);
 
 /// Returns once `done()` holds, checking every 10 ms. A drain measured against a baseline
 /// that waits by joining its threads must not pay a wake-up per millisecond the baseline
-/// does not: on 2 saturated cores that cost the Worker about 8% (docs/benchmarks.md,
-/// "Thirteenth session"). 10 ms adds at most 0.1% to a 10-second drain, against it.
+/// does not: on 2 saturated cores that cost the Worker about 8% (docs/benchmarks.md, "How a
+/// measurement is made"). 10 ms adds at most 0.1% to a 10-second drain, against it.
 void wait_until(const std::function<bool()>& done);
 
 /// `value` with `decimals` digits after the point, for tables.
@@ -98,11 +98,10 @@ struct CaseResult {
   /// The figure a target is compared against: the median of round_ratios(). Each round's
   /// two sides ran seconds apart, so a ratio within a round cancels the machine's speed
   /// of the moment, which the medians of each side over all rounds do not: on the shared
-  /// 2-core machine one side's rate moved by a factor of 2.5 within half a minute
-  /// (docs/benchmarks.md, "Twenty-eighth session").
+  /// 2-core machine one side's rate moved by a factor of 2.5 within half a minute.
   double ratio() const;
-  /// boxcar_median() / baseline_median(): the figure before the twenty-eighth session,
-  /// printed beside ratio() for comparison with earlier runs.
+  /// boxcar_median() / baseline_median(): printed beside ratio(), to show how far the
+  /// machine moved between rounds.
   double ratio_of_medians() const;
 };
 

@@ -11,8 +11,8 @@
 // took. Callers that send their next message as soon as their last one is recorded (a
 // consumer per partition, a pool of request threads) come back together a moment after
 // their flush ended; without the wait, the first of them would take the free slot alone
-// and the rest would wait a whole flush behind it (docs/benchmarks.md, "Twenty-first
-// session"). A call that finds no flush in flight runs at once on its own when none ended
+// and the rest would wait a whole flush behind it (docs/benchmarks.md, "Group
+// commit"). A call that finds no flush in flight runs at once on its own when none ended
 // within Limits::busy_window, or when the last one carried a single call: nothing lingers
 // when idle, and a lone caller pays nothing for the mechanism.
 //

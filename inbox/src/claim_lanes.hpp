@@ -2,7 +2,7 @@
 // run one at a time (docs/worker.md, "Claims"). Concurrent claims of one consumer all scan
 // the head of the same index and skip each other's locked rows under SKIP LOCKED; sixteen
 // handler threads doing so made each claim cost seven times its uncontended time
-// (docs/benchmarks.md, "Twenty-first session"). Claims of different consumers, and of other
+// (docs/benchmarks.md, "Claim lanes and runs"). Claims of different consumers, and of other
 // processes, still run side by side.
 //
 // The lane also keeps the fair claim's round-robin position: in memory only, a hint of

@@ -19,7 +19,7 @@ namespace boxcar::publisher_sql {
 // The update finds each claimed row by its partition key too (event_id, beside id): the
 // nested loop then probes the one partition that holds it (run-time pruning), where by id
 // alone it probed every partition, which doubled the claim's time with the seven daily
-// partitions ahead (docs/benchmarks.md, "Fifteenth session").
+// partitions ahead (docs/benchmarks.md, "Generic plans").
 inline constexpr const char* kClaim = R"sql(
 WITH due AS (
     SELECT id, event_id, available_at,
@@ -95,7 +95,7 @@ RETURNING e.status, e.topic
 // and largest id (two uuid parameters, EventStore computes them): the executor then
 // removes every partition outside that range as it starts, where it would otherwise probe
 // each partition's event_id index once per event, the retained days' too (at 10M retained
-// events, 4,000 index pages per mark of 1,000; docs/benchmarks.md, "Eighteenth session").
+// events, 4,000 index pages per mark of 1,000; docs/benchmarks.md, "Generic plans").
 // They are guarded by the claim token alone: it implies PUBLISHING (CHECK outbox_events_claim), and a
 // `status = 'PUBLISHING'` predicate lets the planner pick each partition's leases index
 // instead, which ANALYZE usually saw nearly empty and which under load holds every event

@@ -220,7 +220,7 @@ void run_documented(const std::string& line, const MockKafka& kafka) {
 
 TEST_CASE("the documentation's command lines are found, and every stand-in replaces a documented line") {
   const auto documented = documented_command_lines();
-  // The lines issue 9 was about, so a broken scanner cannot pass by finding nothing.
+  // Lines the docs are known to show, so a broken scanner cannot pass by finding nothing.
   CHECK(documented.contains("boxcar publisher --topic order.projected=orders-v2 --batch-size 1000"));
   CHECK(documented.contains("boxcar status"));
   CHECK(documented.contains("my-service worker"));

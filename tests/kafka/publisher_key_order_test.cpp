@@ -1,5 +1,5 @@
 // Per-key order from emit to topic with several publisher PROCESSES (`boxcar publisher`)
-// against librdkafka's mock cluster over TCP (issue 14, part 1): 50 keys × 40 events,
+// against librdkafka's mock cluster over TCP: 50 keys × 40 events,
 // emitted while three publishers drain them, must reach the topic with each key's events
 // in commit order, with and without produce failures. Checked by consuming the topic and
 // counting rows and records.

@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <map>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "boxcar/core/error.hpp"
@@ -38,6 +40,36 @@ TEST_CASE("migrate is idempotent") {
 TEST_CASE("migrate refuses to run when an applied migration's checksum changed") {
   TestDatabase db;
   db.query("UPDATE {schema}.schema_migrations SET checksum = repeat('0', 64) WHERE version = 1");
+  try {
+    migrate(db.url(), {.schema = db.schema()});
+    FAIL("expected MigrationError");
+  } catch (const MigrationError& e) {
+    CHECK(e.code() == "MIGRATION_CHECKSUM_MISMATCH");
+  }
+}
+
+TEST_CASE("an installation that applied a file's text from before its comments were reworded keeps passing") {
+  // Each of these files lists that text's checksum as -- boxcar:previous-checksum: the
+  // statements are the same, only comments changed.
+  const std::map<int, std::string> earlier_text = {
+      {12, "b627f4eb2e11b5ca53d0dc3f81f9685a8b35a397c2aff34caf2bfec926248023"},
+      {20, "3c67c569ff991997bfefe4883f429c3a4f984a7f5ff2f2ce2036c8e6209acd6c"},
+      {21, "7dc931ca3787fc49fea3e9c4f02db7f47cbda03309a8654658a8c3bd23584a3a"},
+      {22, "744a5a196cedb0a0c254988c5832657fadaee652598d3d83270a75826d7988a6"},
+      {23, "fe3ff5d46fb814e7492c13d6947b874ee5af6d1a05aa8fd50377d01ecd503040"},
+      {26, "5d31034b1a027ac87d837c7dadcfce198cfaed22809237f4526a9b2266a2a222"},
+      {27, "a58cd5ed37f02f40174c5efe75c9aab3d8c0d30e1167905245f893fe3d7c8113"},
+      {28, "7db73dd36c250bea51cd7fffae35e8a53f0d7a77ab9c32ed6cd84e105cae44d5"},
+      {32, "677f8e5d44e42ccf1976ea5191c7b44282950a91d30fdac148b726b819dd2aae"}};
+  TestDatabase db;
+  for (const auto& [version, checksum] : earlier_text)
+    db.query("UPDATE {schema}.schema_migrations SET checksum = '" + checksum +
+             "' WHERE version = " + std::to_string(version));
+  const auto report = migrate(db.url(), {.schema = db.schema()});
+  CHECK(report.applied.empty());
+  CHECK(report.version == latest_migration_version());
+  // Any other text of them is still refused.
+  db.query("UPDATE {schema}.schema_migrations SET checksum = repeat('1', 64) WHERE version = 32");
   try {
     migrate(db.url(), {.schema = db.schema()});
     FAIL("expected MigrationError");

@@ -230,7 +230,7 @@ TEST_CASE("the fair claim's plan reads the scope index and the primary key, neve
   // the claimable index past the hot tenant's rows. With 100,000 of them, older than the
   // others, the shares once did that for each small scope, 0.4 s per claim: the slow mode
   // of bench_fairness, which lasted until autovacuum analysed the table again
-  // (docs/benchmarks.md, "Tenth session").
+  // (docs/schema.md, "The fair claim's plan").
   s.db.execute(
       "INSERT INTO {schema}.inbox_receipts (scope_kind, scope_id, source, consumer, message_id, event_type, "
       "schema_version, payload, fingerprint, created_at, available_at) "

@@ -3,7 +3,7 @@
 // for milliseconds); a `status = 'PROCESSING'` predicate then made it scan the partial
 // index inbox_receipts_leases whole, which under load holds every claim in flight and the
 // dead entries of those before, instead of reading one row by its primary key
-// (inbox/src/worker_queries.hpp; docs/benchmarks.md, "Ninth session").
+// (inbox/src/worker_queries.hpp; docs/benchmarks.md, "Guarded statements name no status").
 #include <catch2/catch.hpp>
 
 #include <string>

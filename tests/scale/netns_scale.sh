@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Many hosts on one machine (issue 14, part 4; docs/scaling.md): network namespaces joined
+# Many hosts on one machine (docs/scaling.md): network namespaces joined
 # by veth pairs to a bridge, PostgreSQL in one, the librdkafka mock cluster in another, and
 # three "hosts" each running a worker and a publisher process (the fault campaign's
 # chaos_app, tests/chaos). Then:

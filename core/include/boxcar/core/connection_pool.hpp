@@ -69,7 +69,8 @@ struct PoolOptions {
   /// statements then runs into fails that statement and closes the connection
   /// (docs/operations.md, "Session reset"). The list is a set-returning function the
   /// server runs per check, which cost about a sixth of a one-message loop's throughput
-  /// when every handler transaction ran it (docs/benchmarks.md, "Twelfth session").
+  /// when every handler transaction ran it (docs/benchmarks.md, "The per-message
+  /// transaction").
   std::size_t prepared_check_interval = 32;
 };
 

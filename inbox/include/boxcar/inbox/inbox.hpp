@@ -71,9 +71,9 @@ struct InboxOptions {
   /// flight runs at once, alone, unless a flush of several calls ended within
   /// kGroupCommitBusyWindow: nothing lingers when idle. Each call still gets its own
   /// receipt or its own error; when a shared commit is uncertain, every call of that
-  /// group is (README, "Accepting a message"). On by default: at 16 threads it recorded
-  /// 2.1 to 2.5 times as many calls per second as separate commits (docs/benchmarks.md,
-  /// "Twenty-first session"). false: every call commits on its own, concurrently.
+  /// group is (README, "Accepting a message"). On by default: at 16 threads it records
+  /// about twice as many calls per second as separate commits (docs/benchmarks.md, "Group
+  /// commit"). false: every call commits on its own, concurrently.
   bool group_commit = true;
   /// Where accept results are counted (boxcar_inbox_accept_total); null: nowhere.
   std::shared_ptr<Metrics> metrics{};
@@ -84,7 +84,7 @@ inline constexpr std::size_t kGroupCommitMaxCalls = 100;
 /// Most accept() flushes of one Inbox in flight at once with group commit: a call queues
 /// only when this many are. One, whose leader gathers the calls coming back from the last
 /// flush, made groups twice as large as two alternating flushes did, and moved as many
-/// calls (docs/benchmarks.md, "Twenty-first session").
+/// calls (docs/benchmarks.md, "Group commit").
 inline constexpr std::size_t kGroupCommitFlushes = 1;
 /// Longest a group-commit leader waits for calls to queue before its flush.
 inline constexpr std::chrono::microseconds kGroupCommitMaxGather{500};

@@ -57,7 +57,8 @@ struct PublisherOptions {
   /// Events claimed and produced per batch.
   std::size_t batch_size = 1000;
   /// Batches with the producer at once: the next batches are claimed and produced while
-  /// earlier ones wait for their delivery reports (docs/benchmarks.md).
+  /// earlier ones wait for their delivery reports (docs/benchmarks.md, "The publisher's
+  /// pipeline").
   std::size_t max_in_flight_batches = 4;
   /// Most record bytes (payload, key, headers: boxcar/outbox/record_size.hpp) claimed and
   /// with the producer at once, over all batches in flight: a claim takes fewer events

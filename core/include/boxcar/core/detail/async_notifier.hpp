@@ -5,7 +5,7 @@
 // notifying transactions behind one database-wide lock, held through each one's WAL flush,
 // which would turn concurrent writers into serialised fsyncs. Why not always a separate
 // transaction: that is a commit of its own, which costs concurrent committers more than a
-// NOTIFY inside a commit they make anyway (docs/benchmarks.md, "Twenty-first session").
+// NOTIFY inside a commit they make anyway (docs/benchmarks.md, "Wake-ups ride on inserts").
 // So at most one wake-up is in flight at a time, at most one per interval:
 // - A writer about to commit rows asks for a ride (begin_ride). When one is due, its
 //   statement notifies its own keys and every key pending, and reports whether it
@@ -129,8 +129,8 @@ class AsyncNotifier {
   bool last_was_ride_ = false;
   // What the thread waits for, so that writers wake it only when it waits for them. While
   // it waits for its own deadline it needs none: it looks again then. Waking it on every
-  // ride and every new key cost each one-thread accept() 1.5 futex calls; now 0.4
-  // (docs/benchmarks.md, "Twenty-seventh session").
+  // ride and every new key would cost a one-thread accept() 1.5 futex calls, against 0.4
+  // (docs/benchmarks.md, "Wake-ups ride on inserts").
   enum class ThreadWait { ForKeys, ForDeadline, ForRide, Busy };
   ThreadWait thread_waits_ = ThreadWait::Busy;
   bool stopping_ = false;
