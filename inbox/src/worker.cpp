@@ -50,7 +50,7 @@ constexpr auto kCancelWait = 2s;
 // queue and runs them one transaction after another. Neighbouring receipts share heap
 // pages, and sixteen threads each locking and completing one of sixteen neighbours contend
 // for them: a raw loop of Boxcar's statements fed from one shared queue ran at 0.92 of the
-// same loop with a claim per thread (docs/benchmarks.md, "Thirteenth session").
+// same loop with a claim per thread (docs/benchmarks.md, "Claim lanes and runs").
 constexpr std::size_t kRunLength = 4;
 // A run's handler thread still busy with one message after this long gives the rest of
 // its run back to the queue, where idle threads take it: a slow handler delays the

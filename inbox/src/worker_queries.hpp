@@ -6,7 +6,7 @@
 // index inbox_receipts_leases, which the planner then scans whole in place of the
 // primary key whenever ANALYZE saw few claims in flight, the usual case: under load it
 // held hundreds of live and dead entries and cost each completion milliseconds
-// (docs/benchmarks.md, "Ninth session").
+// (docs/benchmarks.md, "Guarded statements name no status").
 // These statements run with the application's search_path: built-ins are called as
 // pg_catalog.<name> and operands have the exact types of a pg_catalog operator (docs/schema.md,
 // "search_path"; tests/host/builtin_qualification_test.cpp checks the calls).
@@ -210,7 +210,7 @@ WHERE pid = $1
 // runs once (an InitPlan), as the row is returned; with no row the claim is stale and the
 // transaction rolls back. A MATERIALIZED CTE would run them once too, but builds a
 // tuplestore per execution, which cost about 5% of the one-message throughput
-// (docs/benchmarks.md, "Twelfth session").
+// (docs/benchmarks.md, "The per-message transaction").
 inline constexpr const char* kLock = R"sql(
 SELECT r.id,
        pg_catalog.pg_current_xact_id()::text AS xact_id,

@@ -32,8 +32,8 @@
 
 namespace boxcar {
 
-/// What a failed batch does when batch_size > 1 (docs/worker.md; the default was chosen
-/// from the measurements in docs/benchmarks.md).
+/// What a failed batch does when batch_size > 1 (docs/worker.md, "Batched mode", says why
+/// Rerun is the default).
 enum class BatchFailureMode {
   /// Each handler runs inside a savepoint; a failure rolls back to it and records that
   /// message's retry/DEAD in the same transaction. Costs a round trip per message.
@@ -70,7 +70,7 @@ struct WorkerOptions {
   /// rest to the oldest due, so one tenant's backlog or poison messages cannot starve the
   /// others; false claims the oldest due receipts whoever they belong to. The fair claim
   /// costs about one index descent per scope it visits (at most claim_limit), never a
-  /// scan of a backlog (docs/worker.md, "Claims"; docs/benchmarks.md). On by default: where
+  /// scan of a backlog (docs/worker.md, "Claims"; docs/benchmarks.md, "The fair claim"). On by default: where
   /// one tenant has everything it costs little (bench_worker's fair_claims_t16).
   bool fair_claims = true;
   /// How long a claim is owned. Must exceed handler_timeout by at least 1 s, whatever the
