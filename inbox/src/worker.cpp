@@ -320,10 +320,14 @@ class Worker::Impl : public std::enable_shared_from_this<Worker::Impl> {
   }
 
   // Claimed-but-unstarted work is bounded: room for every handler thread to take two
-  // batches, or two runs with batch_size 1. Claims that wait long have their leases
-  // renewed (renew_leases_running_out).
+  // batches, or two runs with batch_size 1, and never less than two full claims. A claim
+  // is a commit that waits for its WAL flush; refilled at half, the queue takes claim_limit
+  // receipts a claim, so one flush serves that many messages (docs/benchmarks.md, "Claims
+  // amortised"). Claims that wait long have their leases renewed
+  // (renew_leases_running_out).
   std::size_t queue_capacity() const {
-    return options_.concurrency * (options_.batch_size > 1 ? options_.batch_size : kRunLength) * 2;
+    return std::max(options_.concurrency * (options_.batch_size > 1 ? options_.batch_size : kRunLength) * 2,
+                    2 * options_.claim_limit);
   }
   // The dispatcher refills a busy queue once it is down to half: one claim of half the
   // capacity instead of a claim, and a dispatcher wake-up, for every message taken.

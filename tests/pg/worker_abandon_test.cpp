@@ -125,7 +125,10 @@ TEST_CASE("lease recovery runs while the local queue is full") {
   Worker worker(s.pool,
                 {.schema = s.db.schema(),
                  .consumers = {kConsumer},
-                 .concurrency = 1,  // local queue capacity 2 x 1 x 4 (runs of 4 with batch_size 1)
+                 .concurrency = 1,
+                 // Local queue capacity max(2 x 1 x 4, 2 x claim_limit) = 8 (runs of 4 with
+                 // batch_size 1), claims of at most 4.
+                 .claim_limit = 4,
                  .lease = 30s,
                  .handler_timeout = 20s,
                  .max_attempts = 5,
@@ -142,7 +145,7 @@ TEST_CASE("lease recovery runs while the local queue is full") {
   for (int i = 0; i < 20; ++i) batch.push_back(message(kConsumer, "m-" + std::to_string(i)));
   s.inbox.accept_many(batch);
   worker.start();
-  // A claim of 8 fills the queue; the thread takes one into the handler and three into its
+  // Two claims of 4 fill the queue; the thread takes one into the handler and three into its
   // run, and a claim of 4 refills the queue. The run goes back to the queue once the
   // handler has run for 100 ms: 11 queued, above the refill level, so 8 stay PENDING.
   REQUIRE(eventually([&] {
