@@ -35,10 +35,13 @@
 //                   threads, queue, pool and bookkeeping cost on top of the same SQL.
 // --case NAME (repeatable) runs only the named cases (and skips the latency run unless
 // --case latency is given); --case rss only the peak-RSS probe (bench/rss_probe.cpp).
-// The last lines are `ratio CASE VALUE TARGET` for the 16-thread cases.
+// Each per_message case also prints `counts CASE SIDE transactions T wal_syncs W per
+// message` from one more, untimed drain of each side. The last lines are `ratio CASE VALUE
+// TARGET` for the per-message cases at 1, 4 and 16 threads and the other 16-thread cases.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <mutex>
@@ -330,6 +333,43 @@ Measurement drain_raw(const std::string& url, int threads, bool batched, Raw sha
   return {.units = done.load(), .seconds = seconds_since(start)};
 }
 
+// What one drain costs the database per message: write transactions (xids assigned, each
+// a commit that waits for its WAL flush) and WAL syncs (pg_stat_wal.wal_sync). Read around
+// an untimed drain whose connections are all closed when it returns, so every backend has
+// flushed its statistics; the two readings' own transactions are taken out.
+struct PerMessageCost {
+  double transactions = 0;
+  double wal_syncs = 0;
+};
+
+PerMessageCost cost_of(const std::string& url, const std::function<Measurement()>& drain) {
+  const auto read = [&] {
+    pqxx::connection c(url);
+    pqxx::nontransaction n(c);
+    return std::pair{n.exec1("SELECT pg_catalog.pg_current_xact_id()::text::bigint")[0].as<double>(),
+                     n.exec1("SELECT wal_sync FROM pg_catalog.pg_stat_wal")[0].as<double>()};
+  };
+  const auto before = read();
+  const auto drained = static_cast<double>(drain().units);
+  // A closing backend reports its statistics as it exits, just after the client saw the
+  // connection close.
+  std::this_thread::sleep_for(500ms);
+  const auto after = read();
+  return {.transactions = (after.first - before.first - 1) / drained,
+          .wal_syncs = (after.second - before.second) / drained};
+}
+
+// `counts CASE raw|boxcar transactions T wal_syncs W` per message, for the case's two drains.
+void print_costs(const std::string& name, const std::string& url, const std::function<void()>& prepare,
+                 const std::function<Measurement()>& raw, const std::function<Measurement()>& worker) {
+  for (const auto& [side, drain] : {std::pair{"raw", raw}, std::pair{"boxcar", worker}}) {
+    prepare();
+    const auto cost = cost_of(url, drain);
+    std::cout << "counts " << name << " " << side << " transactions " << boxcar::bench::fixed(cost.transactions, 3)
+              << " wal_syncs " << boxcar::bench::fixed(cost.wal_syncs, 3) << " per message\n";
+  }
+}
+
 // accept() at a fixed offered rate while a Worker waits idle on LISTEN/NOTIFY; latency
 // from accept() returning (the receipt committed) to the handler starting. The first
 // `warm_up_seconds` at that rate are reported apart and left out of the percentiles: a
@@ -472,10 +512,13 @@ int main(int argc, char** argv) {
       for (const int threads : {1, 4, 16}) {
         const std::string name = std::string(batched ? "batched_t" : "per_message_t") + std::to_string(threads);
         if (!wanted(name)) continue;
+        const auto prepare = [&] { load(url, messages); };
+        const auto raw = [&] { return drain_raw(url, threads, batched); };
+        const auto worker = [&] { return drain_boxcar(url, threads, messages, {.batch_size = batched ? kClaim : 1}); };
         results.push_back(boxcar::bench::compare(
             name, std::to_string(threads) + " threads, msg/s" + (batched ? ", batch 32 vs (b)" : " vs (a)"), rounds,
-            [&] { load(url, messages); }, [&] { return drain_raw(url, threads, batched); },
-            [&] { return drain_boxcar(url, threads, messages, {.batch_size = batched ? kClaim : 1}); }, std::cout));
+            prepare, raw, worker, std::cout));
+        if (!batched) print_costs(name, url, prepare, raw, worker);
       }
     }
     // The other way to survive a failing handler in a batch, on the same footing.
@@ -542,7 +585,7 @@ int main(int argc, char** argv) {
     boxcar::bench::print_table(std::cout, results);
     std::cout << "\n";
     for (const auto& r : results) {
-      if (r.name == "per_message_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetPerMessage);
+      if (r.name.starts_with("per_message_t")) boxcar::bench::print_ratio_line(std::cout, r, kTargetPerMessage);
       if (r.name == "batched_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetBatched);
       if (r.name == "session_reset_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetSessionReset);
       if (r.name == "fair_claims_t16") boxcar::bench::print_ratio_line(std::cout, r, kTargetFairClaims);
