@@ -12,7 +12,8 @@
 #include <spdlog/fwd.h>
 
 #include "boxcar/inbox/worker.hpp"
-#include "message_processor.hpp"
+#include "handler_entry.hpp"
+#include "worker_stats.hpp"
 #include "receipt_store.hpp"
 
 namespace boxcar::detail {

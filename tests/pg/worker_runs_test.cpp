@@ -1,5 +1,5 @@
 // With batch_size 1, a handler thread takes a short run of consecutive claims from a deep
-// queue (inbox/src/worker.cpp, take_locked). What the runs must keep: claims that wait,
+// queue (inbox/src/handler_pool.cpp, take_locked). What the runs must keep: claims that wait,
 // in the queue or in a run, keep their leases; a slow handler does not hold the messages
 // of its run back; stop() hands back what a run never started; and the lease renewal
 // never waits for a receipt a handler has locked.

@@ -3,7 +3,7 @@
 // batch itself, so claims run in parallel instead of one at a time on the dispatcher. It
 // never does so for a trickle (one message per wake-up) or in one-message mode, where it
 // would only add statements. Within the process the claims of one consumer, the handler
-// threads' and the dispatcher's, still run one at a time (inbox/src/claim_lanes.hpp).
+// threads' and the dispatcher's, still run one at a time (OwnedConsumer::lane, inbox/src/owned_consumer.hpp).
 #include <catch2/catch.hpp>
 
 #include <chrono>
