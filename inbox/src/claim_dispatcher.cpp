@@ -28,7 +28,9 @@ ClaimDispatcher::ClaimDispatcher(std::shared_ptr<ConnectionPool> pool, const Wor
 
 ClaimDispatcher::~ClaimDispatcher() { join(); }
 
-void ClaimDispatcher::start() { thread_ = std::thread([this] { run(); }); }
+void ClaimDispatcher::start() {
+  thread_ = std::thread([this] { run(); });
+}
 
 void ClaimDispatcher::join() {
   if (thread_.joinable()) thread_.join();

@@ -191,8 +191,7 @@ void MessageProcessor::rerun_one_by_one(const std::vector<const ClaimedReceipt*>
       store_.renew_leases(std::span(receipts).subspan(i), options_.lease);
     } catch (const std::exception& e) {
       // The message transaction below fails the same way and records it.
-      logger("worker")->warn("could not renew the leases of {} receipts of a batch: {}", receipts.size() - i,
-                             e.what());
+      logger("worker")->warn("could not renew the leases of {} receipts of a batch: {}", receipts.size() - i, e.what());
     }
     process_one(*receipts[i], watchdog);
   }

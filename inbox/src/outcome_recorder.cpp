@@ -105,7 +105,7 @@ void OutcomeRecorder::record_failure(const ClaimedReceipt& receipt, FailureRecor
 }
 
 void OutcomeRecorder::report_failure(const ClaimedReceipt& receipt, const FailureRecord& failure,
-                                      const std::optional<std::string>& status) {
+                                     const std::optional<std::string>& status) {
   if (!status) {
     ++stats_.stale;
     observe(receipt, "stale");
@@ -170,7 +170,7 @@ void OutcomeRecorder::give_back_unstarted(std::span<const ClaimedReceipt* const>
 }
 
 OutcomeRecorder::StartedFailure OutcomeRecorder::hand_back_if_outage(const ClaimedReceipt& receipt,
-                                                                       std::exception_ptr error) {
+                                                                     std::exception_ptr error) {
   const InfrastructureFailure failure = classify_infrastructure_failure(error);
   if (failure.probe == OutageProbeKind::None) return StartedFailure::Charge;
   const OutageProbeResult probe = probe_.run(failure.probe);
@@ -232,8 +232,8 @@ FailureRecord OutcomeRecorder::describe_judged(std::exception_ptr error, const C
                                                Clock::time_point deadline, StartedFailure judged) const {
   FailureRecord failure = describe(std::move(error), receipt, deadline);
   if (judged == StartedFailure::ChargeAfterOutageBound)
-    failure.message =
-        bounded_error_text(outage_bound_note(options_.max_outage_hand_backs) + failure.message, options_.max_error_bytes);
+    failure.message = bounded_error_text(outage_bound_note(options_.max_outage_hand_backs) + failure.message,
+                                         options_.max_error_bytes);
   return failure;
 }
 

@@ -31,7 +31,9 @@ Supervisor::~Supervisor() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Supervisor::start() { thread_ = std::thread([this] { run(); }); }
+void Supervisor::start() {
+  thread_ = std::thread([this] { run(); });
+}
 
 void Supervisor::run() {
   for (;;) {

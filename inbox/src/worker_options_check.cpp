@@ -80,7 +80,6 @@ std::map<std::string, HandlerEntry> validate_worker(const WorkerOptions& options
   return by_consumer;
 }
 
-
 bool check_worker_pool(const ConnectionPool& pool, const WorkerOptions& options) {
   if (options.enabled && pool.options().size < options.concurrency + 1)
     throw ConfigError("pool.size", "must be at least worker.concurrency + 1 (" +
