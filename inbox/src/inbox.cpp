@@ -60,7 +60,9 @@ using RideEnd = detail::AsyncNotifier::RideEnd;
 
 // A wake-up riding on the accept path's statements (detail::AsyncNotifier::begin_ride):
 // taken when one is due, ended exactly once: Carried only when a statement that notified
-// is known to have committed, Failed when it ends unended (an exception).
+// is known to have committed, Failed when it ends unended (an exception). In a
+// transaction a riding statement that inserted queues its NOTIFY (queue()), which the
+// COMMIT sends (committed()); an autocommit statement's commits at once.
 class RideTicket {
  public:
   RideTicket(detail::AsyncNotifier* notifier, std::span<const std::string> consumers) : notifier_(notifier) {
@@ -78,16 +80,30 @@ class RideTicket {
   bool active() const { return ride_.has_value(); }
   /// kRideColumn's $14.
   const std::string& payloads() const { return payloads_; }
+  /// A riding statement inserted a row: its NOTIFY goes out when its transaction commits.
+  void queue() {
+    if (ride_) queued_ = true;
+  }
+  /// The transaction of a queued NOTIFY committed: the ride carried the wake-up.
+  void committed() {
+    if (queued_) end(RideEnd::Carried);
+  }
+  /// Whether the ride ended Carried: every consumer it names was woken after the commit.
+  bool carried() const { return carried_; }
   void end(detail::AsyncNotifier::RideEnd how) {
     if (!ride_) return;
     notifier_->end_ride(std::move(*ride_), how);
     ride_.reset();
+    queued_ = false;
+    carried_ = how == RideEnd::Carried;
   }
 
  private:
   detail::AsyncNotifier* notifier_;
   std::optional<detail::AsyncNotifier::Ride> ride_;
   std::string payloads_;
+  bool queued_ = false;
+  bool carried_ = false;
 };
 
 // accept_many's statements on one pooled connection in autocommit, for a batch that is a
@@ -258,6 +274,132 @@ std::size_t returned_leader(const pqxx::row& row, const std::vector<std::size_t>
   for (const std::size_t i : order)
     if (is_identity_of(row, *prepared[i], one_stream)) return i;
   throw std::logic_error("accept_many: the insert returned an identity its statement did not carry");
+}
+
+// What accept_prepared does with a batch, fixed before its first statement: which item
+// inserts each identity, the statements that insert them, and whom a wake-up names. What
+// it looks up follows from each insert: the slice's leaders it did not return.
+struct BatchPlan {
+  /// Every valid item has the same consumer, source and scope, so the message id alone
+  /// tells identities apart: most batches come from one source for one consumer in one scope.
+  bool one_stream = true;
+  /// By input index of a valid item: its identity's leader, the first of the identity's
+  /// items in input order and the one that inserts it.
+  std::vector<std::size_t> leader_of;
+  /// One per identity, in identity order.
+  std::vector<std::size_t> leaders;
+  /// The insert statements in insertion_order(), each of at most max_statement_bytes
+  /// (every item fits one alone: prepare_request refused the others). They run in order in
+  /// one transaction, so the batch stays all-or-nothing and the lock order holds across them.
+  std::vector<BatchSlice> slices;
+  /// The consumers a wake-up riding on the batch names (AsyncNotifier::begin_ride).
+  std::vector<std::string> consumers;
+
+  /// One statement is atomic on its own: autocommit saves the BEGIN and COMMIT round trips
+  /// (the lookup of identities already stored, when there are any, is a statement of its
+  /// own in either mode). This is group commit's common case.
+  bool autocommit() const { return slices.size() == 1; }
+};
+
+bool is_one_stream(const std::vector<std::size_t>& items, const PreparedBatch& prepared) {
+  return items.empty() || std::all_of(items.begin(), items.end(), [&](std::size_t i) {
+           const auto& a = *prepared[i];
+           const auto& b = *prepared[items.front()];
+           return a.consumer == b.consumer && a.source == b.source && a.scope_kind == b.scope_kind &&
+                  a.scope_id == b.scope_id;
+         });
+}
+
+// The input indexes of the valid items (an invalid item's error is already in its result).
+std::vector<std::size_t> valid_items(const PreparedBatch& prepared) {
+  std::vector<std::size_t> items;
+  for (std::size_t i = 0; i < prepared.size(); ++i)
+    if (prepared[i]) items.push_back(i);
+  return items;
+}
+
+// Orders items by identity, each identity's in input order (stable). In one stream,
+// comparing the message id alone gives the same order.
+void sort_by_identity(std::vector<std::size_t>& items, const PreparedBatch& prepared, bool one_stream) {
+  if (one_stream)
+    std::stable_sort(items.begin(), items.end(),
+                     [&](std::size_t a, std::size_t b) { return prepared[a]->message_id < prepared[b]->message_id; });
+  else
+    std::stable_sort(items.begin(), items.end(), [&](std::size_t a, std::size_t b) {
+      return identity_of(*prepared[a]) < identity_of(*prepared[b]);
+    });
+}
+
+// Fills plan.leader_of and plan.leaders from the valid items sorted by identity.
+void elect_leaders(BatchPlan& plan, const std::vector<std::size_t>& by_identity, const PreparedBatch& prepared) {
+  plan.leader_of.resize(prepared.size());
+  for (std::size_t k = 0; k < by_identity.size(); ++k) {
+    const std::size_t i = by_identity[k];
+    if (k > 0 && identity_of(*prepared[by_identity[k - 1]]) == identity_of(*prepared[i])) {
+      plan.leader_of[i] = plan.leader_of[by_identity[k - 1]];
+    } else {
+      plan.leader_of[i] = i;
+      plan.leaders.push_back(i);
+    }
+  }
+}
+
+// The leaders in insertion_order(), cut into statements of at most max_statement_bytes,
+// each with its column arrays built.
+std::vector<BatchSlice> slice_statements(const std::vector<std::size_t>& leaders, const PreparedBatch& prepared,
+                                         std::size_t max_statement_bytes) {
+  std::vector<BatchSlice> slices;
+  for (const std::size_t i : insertion_order(leaders, prepared)) {
+    const std::size_t bytes = prepared[i]->batch_bytes;
+    if (slices.empty() || slices.back().bytes + bytes > max_statement_bytes) slices.emplace_back();
+    slices.back().leaders.push_back(i);
+    slices.back().bytes += bytes;
+  }
+  for (auto& slice : slices) slice.build_columns(prepared);
+  return slices;
+}
+
+// The leaders' consumers, each once, in leader order.
+std::vector<std::string> ride_consumers(const std::vector<std::size_t>& leaders, const PreparedBatch& prepared) {
+  std::vector<std::string> consumers;
+  for (const std::size_t i : leaders)
+    if (std::find(consumers.begin(), consumers.end(), prepared[i]->consumer) == consumers.end())
+      consumers.push_back(prepared[i]->consumer);
+  return consumers;
+}
+
+// A batch with no valid item plans no statement.
+BatchPlan plan_batch(const PreparedBatch& prepared, std::size_t max_statement_bytes) {
+  BatchPlan plan;
+  std::vector<std::size_t> by_identity = valid_items(prepared);
+  plan.one_stream = is_one_stream(by_identity, prepared);
+  sort_by_identity(by_identity, prepared, plan.one_stream);
+  elect_leaders(plan, by_identity, prepared);
+  if (plan.leaders.empty()) return plan;
+  plan.slices = slice_statements(plan.leaders, prepared, max_statement_bytes);
+  plan.consumers = ride_consumers(plan.leaders, prepared);
+  return plan;
+}
+
+// Whether the consumers of a recorded batch's new rows still need a wake-up.
+enum class Wakeup {
+  Due,      // no NOTIFY rode on the batch's statements, or it did not commit
+  Carried,  // the last round's riding NOTIFY committed: it woke every consumer of the
+            // batch after all of its rows had committed, an earlier round's too
+};
+
+// What recording a batch left: the row each identity ended up with, and its wake-up.
+struct BatchOutcome {
+  /// By input index of each leader: its identity's row.
+  std::vector<std::optional<Stored>> stored;
+  Wakeup wakeup = Wakeup::Due;
+};
+
+std::vector<AcceptResult> unwrap(std::vector<std::optional<AcceptResult>>& results) {
+  std::vector<AcceptResult> out;
+  out.reserve(results.size());
+  for (auto& r : results) out.push_back(std::move(*r));
+  return out;
 }
 
 }  // namespace
@@ -462,203 +604,196 @@ std::vector<AcceptResult> Inbox::accept_many(std::span<const AcceptRequest> batc
   return accept_prepared(prepared, std::move(results));
 }
 
-std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail::PreparedRequest*>& prepared,
-                                                 std::vector<std::optional<AcceptResult>> results) {
-  // The valid items by identity, each identity's in input order (stable): the first of
-  // each identity is its leader, the one that inserts, and leader_of names it for all.
-  std::vector<std::size_t> by_identity;
-  for (std::size_t i = 0; i < prepared.size(); ++i)
-    if (prepared[i]) by_identity.push_back(i);  // an invalid item's error is already in results
-  // Most batches come from one source for one consumer in one scope: their identities
-  // differ only in the message id, and comparing that alone gives the same order.
-  const bool one_stream =
-      by_identity.empty() || std::all_of(by_identity.begin(), by_identity.end(), [&](std::size_t i) {
-        const auto& a = *prepared[i];
-        const auto& b = *prepared[by_identity.front()];
-        return a.consumer == b.consumer && a.source == b.source && a.scope_kind == b.scope_kind &&
-               a.scope_id == b.scope_id;
-      });
-  if (one_stream)
-    std::stable_sort(by_identity.begin(), by_identity.end(),
-                     [&](std::size_t a, std::size_t b) { return prepared[a]->message_id < prepared[b]->message_id; });
-  else
-    std::stable_sort(by_identity.begin(), by_identity.end(), [&](std::size_t a, std::size_t b) {
-      return identity_of(*prepared[a]) < identity_of(*prepared[b]);
-    });
-  std::vector<std::size_t> leader_of(prepared.size());
-  std::vector<std::size_t> leaders;  // one per identity, in identity order
-  for (std::size_t k = 0; k < by_identity.size(); ++k) {
-    const std::size_t i = by_identity[k];
-    if (k > 0 && identity_of(*prepared[by_identity[k - 1]]) == identity_of(*prepared[i])) {
-      leader_of[i] = leader_of[by_identity[k - 1]];
-    } else {
-      leader_of[i] = i;
-      leaders.push_back(i);
-    }
-  }
-  if (leaders.empty()) {
-    std::vector<AcceptResult> out;
-    for (auto& r : results) out.push_back(std::move(*r));
-    return out;
-  }
+// One accept_prepared call on a planned batch. record() runs the plan's statements in
+// rounds: a round is one attempt, a transaction or one autocommit statement with its
+// lookup; a deadlock, a row purged before its lookup or a full notification queue runs
+// another, up to kMaxRounds. settle() then gives each valid item its result.
+class Inbox::BatchAccept {
+ public:
+  BatchAccept(const Inbox& inbox, const PreparedBatch& prepared, const BatchPlan& plan)
+      : inbox_(inbox), prepared_(prepared), plan_(plan) {}
 
-  // In insertion_order(), split into statements of at most max_statement_bytes (every
-  // item fits one alone: prepare_request refused the others); they run in order in one
-  // transaction, so the batch stays all-or-nothing and the lock order holds across statements.
-  std::vector<BatchSlice> slices;
-  for (const std::size_t i : insertion_order(leaders, prepared)) {
-    const std::size_t bytes = prepared[i]->batch_bytes;
-    if (slices.empty() || slices.back().bytes + bytes > options_.max_statement_bytes) slices.emplace_back();
-    slices.back().leaders.push_back(i);
-    slices.back().bytes += bytes;
-  }
-  for (auto& slice : slices) slice.build_columns(prepared);
-  // The consumers a wake-up riding on the batch names (AsyncNotifier::begin_ride).
-  std::vector<std::string> consumers;
-  for (const std::size_t i : leaders)
-    if (std::find(consumers.begin(), consumers.end(), prepared[i]->consumer) == consumers.end())
-      consumers.push_back(prepared[i]->consumer);
-  // Off after a NOTIFY failed (a full notification queue): the batch must not fail with it.
-  bool rides = notifier_ != nullptr;
-  // The last round's ride committed: it woke every consumer of the batch after all of
-  // its rows had committed, an earlier round's too.
-  bool carried = false;
+  /// Runs rounds until one records the whole batch; call once.
+  /// @throws InboxStorageError when the batch failed for good: counted as storage_error for
+  ///   each leader, except when identities kept vanishing between insert and lookup.
+  BatchOutcome record();
+  /// Fills every empty result from `outcome`, counts it, and wakes the consumers of new
+  /// rows that the ride did not.
+  void settle(const BatchOutcome& outcome, std::vector<std::optional<AcceptResult>>& results) const;
 
-  // By input index of each leader: its stored row once a statement returned it.
-  std::vector<std::optional<Stored>> stored(prepared.size());
-
+ private:
+  const Inbox& inbox_;
+  const PreparedBatch& prepared_;
+  const BatchPlan& plan_;
+  BatchOutcome outcome_;
   // Rows an earlier round inserted: an autocommit round that has to run again (a row
   // purged before its lookup) keeps them, and they are still this batch's, not duplicates.
-  std::vector<std::optional<std::int64_t>> inserted_earlier(prepared.size());
+  std::vector<std::optional<std::int64_t>> inserted_earlier_;
+  // From here on a lost connection leaves the outcome unknown: set before the statement
+  // that may commit (the COMMIT, or the insert itself when it runs alone).
+  bool committing_ = false;
+
+  // Keeps what the last round inserted in inserted_earlier_ and forgets its rows.
+  void start_round();
+  // Runs every slice's statements, in a transaction or (autocommit()) on one connection.
+  void run_round(RideTicket& ride);
+  // Runs the statements of every slice on `statements` (a Tx, or AutocommitStatements).
+  template <typename Statements>
+  void record_slices(Statements& statements, RideTicket& ride);
+  template <typename Statements>
+  void look_up_unseen(Statements& statements, const BatchSlice& slice);
+  // The recorded batch: a row an earlier round inserted is still this batch's.
+  BatchOutcome finish_round(const RideTicket& ride);
+};
+
+BatchOutcome Inbox::BatchAccept::record() {
+  outcome_.stored.resize(prepared_.size());
+  inserted_earlier_.resize(prepared_.size());
+  // Off after a NOTIFY failed (a full notification queue): the batch must not fail with it.
+  bool rides = inbox_.notifier_ != nullptr;
   for (int round = 1;; ++round) {
-    for (std::size_t i = 0; i < stored.size(); ++i)
-      if (stored[i] && stored[i]->inserted) inserted_earlier[i] = stored[i]->id;
-    std::fill(stored.begin(), stored.end(), std::nullopt);
-    // From here on a lost connection leaves the outcome unknown: set before the statement
-    // that may commit (the COMMIT, or the insert itself when it runs alone).
-    bool committing = false;
-    // One statement is atomic on its own: autocommit saves the BEGIN and COMMIT round
-    // trips (the lookup of identities already stored, when there are any, is a statement
-    // of its own in either mode). This is group commit's common case.
-    const bool autocommit = slices.size() == 1;
-    RideTicket ride(rides ? notifier_.get() : nullptr, consumers);
+    start_round();
+    RideTicket ride(rides ? inbox_.notifier_.get() : nullptr, plan_.consumers);
     const bool riding = ride.active();
-    carried = false;
-    // A riding statement of a transaction inserted: its NOTIFY commits with it.
-    bool ride_queued = false;
-    // Runs the statements of every slice on `statements` (a Tx, or one autocommit
-    // connection when the batch is one statement).
-    const auto record_slices = [&](auto& statements) {
-      for (const auto& slice : slices) {
-        const auto& c = slice.columns;
-        std::size_t found = 0;
-        const pqxx::result rows =
-            ride.active() ? statements.exec_prepared(queries_->insert_many_ride_name, queries_->insert_many_ride, c[0],
-                                                     c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11],
-                                                     queries_->channel, ride.payloads())
-                          : statements.exec_prepared(queries_->insert_many_name, queries_->insert_many, c[0], c[1],
-                                                     c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11]);
-        if (ride.active() && !rows.empty()) {
-          // An autocommit statement that returned a row has committed its NOTIFY.
-          if (autocommit) {
-            ride.end(RideEnd::Carried);
-            carried = true;
-          } else {
-            ride_queued = true;
-          }
-        }
-        std::size_t next = 0;
-        for (const auto& row : rows) {
-          // Each returned row is an inserted one: its identity names its position.
-          const std::size_t i = returned_leader(row, slice.leaders, next, prepared, one_stream);
-          stored[i] = Stored{row[kId].as<std::int64_t>(), parse_receipt_status(row[kStatus].c_str()), {}, true};
-          ++found;
-        }
-        if (found < slice.leaders.size()) {
-          // Identities already stored (duplicates, conflicts, or rows a concurrent inserter
-          // committed while the insert ran): a separate statement, with a fresh snapshot, reads them.
-          std::vector<std::size_t> unseen;
-          for (const std::size_t i : slice.leaders)
-            if (!stored[i]) unseen.push_back(i);
-          const auto keys_of = identity_columns(unseen, prepared);
-          const pqxx::result found_rows =
-              statements.exec_prepared(queries_->lookup_many_name, queries_->lookup_many, keys_of[0], keys_of[1],
-                                       keys_of[2], keys_of[3], keys_of[4]);
-          for (const auto& row : found_rows) {
-            const std::size_t i = unseen.at(row["n"].as<std::size_t>() - 1);
-            stored[i] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
-                               row["fingerprint"].c_str(), false};
-          }
-          for (const std::size_t i : unseen)
-            if (!stored[i]) throw RetryBatch{};  // purged between insert and lookup
-        }
-      }
-    };
     try {
-      if (autocommit) {
-        AutocommitStatements statements{pool_->acquire(LoanUse::BoxcarOnly), committing};
-        try {
-          record_slices(statements);
-        } catch (...) {
-          statements.connection.discard();
-          throw;
-        }
-      } else {
-        Tx tx = pool_->begin(LoanUse::BoxcarOnly);  // only the inbox's statements
-        record_slices(tx);
-        committing = true;
-        tx.commit();
-        if (ride_queued) {
-          ride.end(RideEnd::Carried);
-          carried = true;
-        }
-      }
-      ride.end(RideEnd::NothingInserted);  // still riding: no statement inserted a row
-      for (std::size_t i = 0; i < stored.size(); ++i)
-        if (stored[i] && inserted_earlier[i] == stored[i]->id) stored[i]->inserted = true;
-      break;
+      run_round(ride);
+      return finish_round(ride);
     } catch (const RetryBatch&) {
       if (round >= kMaxRounds)
         // Autocommit: what the earlier rounds inserted stays, so the outcome is not known.
-        throw InboxStorageError("accept_many: identities kept vanishing between insert and lookup", {}, committing);
+        throw InboxStorageError("accept_many: identities kept vanishing between insert and lookup", {}, committing_);
     } catch (...) {
-      const DatabaseError e = detail::to_database_error(std::current_exception(), "accept_many", committing);
+      const DatabaseError e = detail::to_database_error(std::current_exception(), "accept_many", committing_);
       // 40P01 deadlock / 40001 serialization: the batch rolled back whole; run it again.
       if (e.sqlstate().starts_with("40") && round < kMaxRounds) continue;
       if (again_without_notify(e, riding, round, "accept_many")) {
         rides = false;
         continue;
       }
-      for (const std::size_t i : leaders) count(prepared[i]->consumer, "storage_error");
+      for (const std::size_t i : plan_.leaders) inbox_.count(prepared_[i]->consumer, "storage_error");
       throw InboxStorageError(e.what(), e.sqlstate(), e.uncertain());
     }
   }
+}
 
+void Inbox::BatchAccept::start_round() {
+  auto& stored = outcome_.stored;
+  for (std::size_t i = 0; i < stored.size(); ++i)
+    if (stored[i] && stored[i]->inserted) inserted_earlier_[i] = stored[i]->id;
+  std::fill(stored.begin(), stored.end(), std::nullopt);
+  committing_ = false;
+}
+
+void Inbox::BatchAccept::run_round(RideTicket& ride) {
+  if (plan_.autocommit()) {
+    AutocommitStatements statements{inbox_.pool_->acquire(LoanUse::BoxcarOnly), committing_};
+    try {
+      record_slices(statements, ride);
+    } catch (...) {
+      statements.connection.discard();
+      throw;
+    }
+  } else {
+    Tx tx = inbox_.pool_->begin(LoanUse::BoxcarOnly);  // only the inbox's statements
+    record_slices(tx, ride);
+    committing_ = true;
+    tx.commit();
+    ride.committed();
+  }
+  ride.end(RideEnd::NothingInserted);  // still riding: no statement inserted a row
+}
+
+template <typename Statements>
+void Inbox::BatchAccept::record_slices(Statements& statements, RideTicket& ride) {
+  const Queries& q = *inbox_.queries_;
+  for (const auto& slice : plan_.slices) {
+    const auto& c = slice.columns;
+    const pqxx::result rows =
+        ride.active()
+            ? statements.exec_prepared(q.insert_many_ride_name, q.insert_many_ride, c[0], c[1], c[2], c[3], c[4], c[5],
+                                       c[6], c[7], c[8], c[9], c[10], c[11], q.channel, ride.payloads())
+            : statements.exec_prepared(q.insert_many_name, q.insert_many, c[0], c[1], c[2], c[3], c[4], c[5], c[6],
+                                       c[7], c[8], c[9], c[10], c[11]);
+    if (!rows.empty()) {
+      ride.queue();
+      // An autocommit statement that returned a row has committed its NOTIFY.
+      if (plan_.autocommit()) ride.committed();
+    }
+    std::size_t found = 0;
+    std::size_t next = 0;
+    for (const auto& row : rows) {
+      // Each returned row is an inserted one: its identity names its position.
+      const std::size_t i = returned_leader(row, slice.leaders, next, prepared_, plan_.one_stream);
+      outcome_.stored[i] = Stored{row[kId].as<std::int64_t>(), parse_receipt_status(row[kStatus].c_str()), {}, true};
+      ++found;
+    }
+    if (found < slice.leaders.size()) look_up_unseen(statements, slice);
+  }
+}
+
+// Identities already stored (duplicates, conflicts, or rows a concurrent inserter committed
+// while the insert ran): a separate statement, with a fresh snapshot, reads them.
+template <typename Statements>
+void Inbox::BatchAccept::look_up_unseen(Statements& statements, const BatchSlice& slice) {
+  const Queries& q = *inbox_.queries_;
+  auto& stored = outcome_.stored;
+  std::vector<std::size_t> unseen;
+  for (const std::size_t i : slice.leaders)
+    if (!stored[i]) unseen.push_back(i);
+  const auto keys_of = identity_columns(unseen, prepared_);
+  const pqxx::result found_rows = statements.exec_prepared(q.lookup_many_name, q.lookup_many, keys_of[0], keys_of[1],
+                                                           keys_of[2], keys_of[3], keys_of[4]);
+  for (const auto& row : found_rows) {
+    const std::size_t i = unseen.at(row["n"].as<std::size_t>() - 1);
+    stored[i] = Stored{row["id"].as<std::int64_t>(), parse_receipt_status(row["status"].c_str()),
+                       row["fingerprint"].c_str(), false};
+  }
+  for (const std::size_t i : unseen)
+    if (!stored[i]) throw RetryBatch{};  // purged between insert and lookup
+}
+
+BatchOutcome Inbox::BatchAccept::finish_round(const RideTicket& ride) {
+  auto& stored = outcome_.stored;
+  for (std::size_t i = 0; i < stored.size(); ++i)
+    if (stored[i] && inserted_earlier_[i] == stored[i]->id) stored[i]->inserted = true;
+  outcome_.wakeup = ride.carried() ? Wakeup::Carried : Wakeup::Due;
+  return std::move(outcome_);
+}
+
+void Inbox::BatchAccept::settle(const BatchOutcome& outcome, std::vector<std::optional<AcceptResult>>& results) const {
   std::unordered_set<std::string> notified;
-  for (std::size_t i = 0; i < prepared.size(); ++i) {
+  for (std::size_t i = 0; i < prepared_.size(); ++i) {
     if (results[i]) continue;
-    const auto& p = *prepared[i];
-    const std::size_t leader = leader_of[i];
-    const Stored& s = *stored[leader];
-    const std::string& fingerprint = s.inserted ? prepared[leader]->fingerprint : s.looked_up_fingerprint;
+    const auto& p = *prepared_[i];
+    const std::size_t leader = plan_.leader_of[i];
+    const Stored& s = *outcome.stored[leader];
+    const std::string& fingerprint = s.inserted ? prepared_[leader]->fingerprint : s.looked_up_fingerprint;
     if (fingerprint != p.fingerprint) {
       try {
         throw conflict_error(p, s.id);
       } catch (const InboxConflictError& e) {
         results[i].emplace(std::current_exception(), e.code());
       }
-      count(p.consumer, "conflict");
+      inbox_.count(p.consumer, "conflict");
       continue;
     }
     const bool accepted = s.inserted && leader == i;
-    count(p.consumer, accepted ? "accepted" : "duplicate");
+    inbox_.count(p.consumer, accepted ? "accepted" : "duplicate");
     results[i].emplace(Receipt{accepted ? Receipt::Kind::Accepted : Receipt::Kind::Duplicate, s.id, s.status});
-    if (accepted && notifier_ && !carried && notified.insert(p.consumer).second) notifier_->notify(p.consumer);
+    if (accepted && inbox_.notifier_ && outcome.wakeup == Wakeup::Due && notified.insert(p.consumer).second)
+      inbox_.notifier_->notify(p.consumer);
   }
-  std::vector<AcceptResult> out;
-  out.reserve(prepared.size());
-  for (auto& r : results) out.push_back(std::move(*r));
-  return out;
+}
+
+std::vector<AcceptResult> Inbox::accept_prepared(const std::vector<const detail::PreparedRequest*>& prepared,
+                                                 std::vector<std::optional<AcceptResult>> results) {
+  const BatchPlan plan = plan_batch(prepared, options_.max_statement_bytes);
+  if (!plan.leaders.empty()) {
+    BatchAccept batch(*this, prepared, plan);
+    const BatchOutcome outcome = batch.record();
+    batch.settle(outcome, results);
+  }
+  return unwrap(results);
 }
 
 }  // namespace boxcar

@@ -187,6 +187,8 @@ class Inbox {
   // The single-row path: one autocommit insert (and a lookup when it found the identity),
   // counted in the metrics.
   Receipt accept_alone(const detail::PreparedRequest& p);
+  // accept_prepared()'s steps on a planned batch: its statements' rounds and each item's result.
+  class BatchAccept;
   /// accept_many() after validation: `prepared` holds one entry per item (null for an
   /// invalid one, whose error `results` already holds).
   std::vector<AcceptResult> accept_prepared(const std::vector<const detail::PreparedRequest*>& prepared,
