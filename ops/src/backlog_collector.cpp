@@ -86,6 +86,20 @@ struct TableHealth {
   double size_bytes = 0;
 };
 
+// How a collection came by one section's figures (inbox, outbox).
+struct Section {
+  // Whether this session's role may read the section's table (least-privilege roles,
+  // docs/security.md): the other table's gauges are left alone; a process whose role reads
+  // it reports them.
+  bool readable = true;
+  // Whether figures exist (this process computed them, or read what another one stored):
+  // false before any process computed them.
+  bool known = false;
+  // This process computed them; otherwise they are the stored ones, `age` seconds old.
+  bool computed = false;
+  double age = 0;
+};
+
 /// Everything one collection read, before any gauge is touched.
 struct Snapshot {
   std::map<std::string, ConsumerBacklog> consumers;
@@ -93,14 +107,8 @@ struct Snapshot {
   double outbox_oldest_age = 0;
   std::map<std::string, TableHealth, std::less<>> tables;
   double notify_queue_usage = 0;
-  // What this session's role may read (least-privilege roles, docs/security.md): the
-  // other table's gauges are left alone; a process whose role reads it reports them.
-  bool inbox_readable = true;
-  bool outbox_readable = true;
-  // Whether figures exist for each section (this process computed them, or read what
-  // another one stored): false before any process computed them.
-  bool inbox_known = false;
-  bool outbox_known = false;
+  Section inbox_section;
+  Section outbox_section;
 };
 
 // The figures of each section as stored in backlog_snapshot.figures: raw per consumer
@@ -144,6 +152,61 @@ void outbox_from_figures(const nlohmann::json& figures, Snapshot& snapshot) {
   snapshot.outbox_oldest_age = figures.at("oldest_age").get<double>();
 }
 
+// Adds `from`'s figures to `into`'s: counts and keys sum, ages take the oldest.
+void merge_into(ConsumerBacklog& into, const ConsumerBacklog& from) {
+  for (const auto& [status, count] : from.by_status) into.by_status[status] += count;
+  into.estimated.insert(from.estimated.begin(), from.estimated.end());
+  into.oldest_due_age = std::max(into.oldest_due_age, from.oldest_due_age);
+  into.blocked_keys += from.blocked_keys;
+  for (const auto& [scope, keys] : from.blocked_by_scope) into.blocked_by_scope[scope] += keys;
+  into.oldest_blocked_age = std::max(into.oldest_blocked_age, from.oldest_blocked_age);
+}
+
+// The consumers the inbox gauges are labelled with. Every consumer ever seen keeps being
+// reported: one whose rows are gone drops to 0 instead of freezing at its last value.
+// Undeclared ones beyond kMaxUndeclaredConsumers are summed under one label, kUndeclared.
+class ConsumerLabels {
+ public:
+  explicit ConsumerLabels(const std::vector<std::string>& declared)
+      : known_(declared.begin(), declared.end()), declared_(declared.begin(), declared.end()) {}
+
+  // Labels the new consumers of `consumers` while the undeclared ones stay within bounds,
+  // and folds the others into one kUndeclared entry.
+  void fold(std::map<std::string, ConsumerBacklog>& consumers) {
+    ConsumerBacklog folded;
+    bool any_folded = false;
+    for (auto it = consumers.begin(); it != consumers.end();) {
+      const std::string& name = it->first;
+      if (known_.contains(name)) {
+        ++it;
+        continue;
+      }
+      if (declared_.contains(name) || undeclared_reported_ < kMaxUndeclaredConsumers) {
+        if (!declared_.contains(name)) ++undeclared_reported_;
+        known_.insert(name);
+        ++it;
+        continue;
+      }
+      merge_into(folded, it->second);
+      any_folded = true;
+      it = consumers.erase(it);
+    }
+    if (any_folded) {
+      folded.blocked_by_scope = bounded_scopes(std::move(folded.blocked_by_scope));
+      consumers[kUndeclared] = std::move(folded);
+      known_.insert(kUndeclared);
+    }
+  }
+
+  // Every consumer ever reported.
+  const std::set<std::string>& known() const { return known_; }
+
+ private:
+  std::set<std::string> known_;
+  std::set<std::string> declared_;       // BacklogOptions::declared_consumers
+  std::size_t undeclared_reported_ = 0;  // undeclared consumers in known_
+};
+
 // host/pid/n: unique per collector in the fleet (n tells apart collectors of one process).
 std::string default_identity() {
   static std::atomic<int> next{0};
@@ -155,13 +218,13 @@ std::string default_identity() {
 }  // namespace
 
 struct BacklogCollector::State {
+  explicit State(const std::vector<std::string>& declared_consumers) : labels(declared_consumers) {}
+
   std::vector<NamedQuery> queries;
   std::vector<std::string> names;  // prepared statement names, per schema
 
-  std::mutex collect_mutex;               // one collection at a time
-  std::set<std::string> known_consumers;  // every consumer ever reported (guarded by collect_mutex)
-  std::set<std::string> declared;         // options.declared_consumers
-  std::size_t undeclared_reported = 0;    // undeclared consumers in known_consumers
+  std::mutex collect_mutex;  // one collection at a time
+  ConsumerLabels labels;     // guarded by collect_mutex
 
   detail::PeriodicThread thread;
 };
@@ -190,7 +253,7 @@ BacklogCollector::BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::sh
     : options_(std::move(options)),
       pool_(std::move(pool)),
       metrics_(std::move(metrics)),
-      state_(std::make_unique<State>()) {
+      state_(std::make_unique<State>(options_.declared_consumers)) {
   validate_schema_name(options_.schema, "schema");
   if (!pool_) throw ConfigError("backlog.pool", "a connection pool is required");
   if (!metrics_) throw ConfigError("backlog.metrics", "the collector only sets metrics: a Metrics is required");
@@ -201,8 +264,6 @@ BacklogCollector::BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::sh
   state_->queries = queries(options_.schema);
   for (const auto& query : state_->queries)
     state_->names.push_back("boxcar.backlog." + query.name + "." + options_.schema);
-  state_->known_consumers.insert(options_.declared_consumers.begin(), options_.declared_consumers.end());
-  state_->declared.insert(options_.declared_consumers.begin(), options_.declared_consumers.end());
 }
 
 BacklogCollector::~BacklogCollector() { stop(); }
@@ -241,24 +302,16 @@ enum Query : std::size_t {
   kNotifyQueueUsage
 };
 
-}  // namespace
+// One collection's reads, in its one short transaction, into a Snapshot: what the role may
+// read, each section's figures (computed when elected through backlog_snapshot, or alone;
+// otherwise the fleet's stored ones), then the tables' health and the notification queue.
+class CollectionReads {
+ public:
+  CollectionReads(Tx& tx, const std::vector<BacklogCollector::NamedQuery>& queries,
+                  const std::vector<std::string>& names, const BacklogOptions& options, Snapshot& snapshot)
+      : tx_(tx), queries_(queries), names_(names), options_(options), snapshot_(snapshot) {}
 
-void BacklogCollector::collect_once() {
-  std::lock_guard collect(state_->collect_mutex);
-  const auto started = std::chrono::steady_clock::now();
-  const auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  };
-  struct SectionOutcome {
-    double age = 0;
-    bool computed = false;
-  };
-  SectionOutcome inbox_outcome, outbox_outcome;
-
-  Snapshot snapshot;
-  try {
-    // Not READ ONLY: the elected process locks and updates its section's row.
-    Tx tx = pool_->begin(LoanUse::BoxcarOnly);  // SET LOCAL and its own queries only
+  void configure_session() {
     // One round trip for the settings (one statement: Tx::exec uses the extended protocol):
     // - the planner costs the per-consumer loops for ~100 consumers of a large backlog,
     //   past jit_above_cost: compiling them took 1.1 s here, a hundred times their run;
@@ -269,122 +322,221 @@ void BacklogCollector::collect_once() {
     // - the elected process's snapshot write needs no WAL flush before the commit returns:
     //   lost in a crash, the next cycle computes the figures again.
     // set_config(..., true) is SET LOCAL.
-    tx.exec("SELECT pg_catalog.set_config('statement_timeout', '" + std::to_string(kStatementTimeoutMs) +
-            "', true), pg_catalog.set_config('jit', 'off', true), pg_catalog.set_config('enable_bitmapscan', 'off', "
-            "true), pg_catalog.set_config('synchronous_commit', 'off', true)");
-    const auto& q = state_->queries;
-    const auto& n = state_->names;
-    const auto run = [&](Query query, auto&&... parameters) {
-      return tx.exec_prepared(n[query], q[query].sql, std::forward<decltype(parameters)>(parameters)...);
-    };
-    const double interval_seconds = std::chrono::duration<double>(options_.interval).count();
-    const long long rows_per_consumer = static_cast<long long>(options_.exact_cap) + 1;
+    tx_.exec("SELECT pg_catalog.set_config('statement_timeout', '" + std::to_string(kStatementTimeoutMs) +
+             "', true), pg_catalog.set_config('jit', 'off', true), pg_catalog.set_config('enable_bitmapscan', 'off', "
+             "true), pg_catalog.set_config('synchronous_commit', 'off', true)");
+  }
 
+  void read_access() {
     const auto readable = run(kReadable, options_.schema).at(0);
-    snapshot.inbox_readable = readable["inbox"].as<bool>();
-    snapshot.outbox_readable = readable["outbox"].as<bool>();
+    snapshot_.inbox_section.readable = readable["inbox"].as<bool>();
+    snapshot_.outbox_section.readable = readable["outbox"].as<bool>();
     // A role without the snapshot's grants (the operator) computes alone, as before 0011.
-    const bool snapshot_read = readable["snapshot_read"].as<bool>();
-    const bool elects = snapshot_read && readable["snapshot_write"].as<bool>();
+    snapshot_read_ = readable["snapshot_read"].as<bool>();
+    elects_ = snapshot_read_ && readable["snapshot_write"].as<bool>();
+  }
 
-    // Per section: compute (elected, or alone), else export what the elected one stored.
-    // Returns whether figures were found; `compute` fills `snapshot` and returns them.
-    const auto section = [&](const std::string& name, bool can_compute, SectionOutcome& outcome, const auto& compute,
-                             const auto& load) {
-      if (can_compute && (!elects || !run(kClaim, name, interval_seconds).empty())) {
-        const nlohmann::json figures = compute();
-        if (elects) run(kStore, name, figures.dump(), options_.identity);
-        outcome.computed = true;
-        return true;
-      }
-      if (!snapshot_read) return false;
-      const auto stored = run(kRead, name).at(0);
-      if (!stored["computed"].as<bool>()) return false;
-      load(nlohmann::json::parse(stored["figures"].as<std::string>()));
-      outcome.age = stored["age"].as<double>();
-      return true;
-    };
+  void read_inbox() {
+    section(
+        "inbox", snapshot_.inbox_section, [&] { return compute_inbox(); },
+        [&](const nlohmann::json& figures) { snapshot_.consumers = inbox_from_figures(figures); });
+  }
 
-    snapshot.inbox_known = section(
-        "inbox", snapshot.inbox_readable, inbox_outcome,
-        [&] {
-          const double cap = static_cast<double>(options_.exact_cap);
-          std::set<std::string> above_cap;  // consumers with at least one estimated status
-          for (const auto& row : run(kClaimable, rows_per_consumer)) {
-            const auto name = row["consumer"].as<std::string>();
-            auto& consumer = snapshot.consumers[name];
-            consumer.by_status["PENDING"] = row["pending"].as<double>();
-            consumer.by_status["RETRYABLE"] = row["retryable"].as<double>();
-            consumer.oldest_due_age = row["oldest_due_age"].as<double>();
-            // One scan reads both statuses: above the cap, neither is known exactly.
-            if (row["seen"].as<double>() > cap) {
-              consumer.estimated.insert({"PENDING", "RETRYABLE"});
-              above_cap.insert(name);
-            }
-          }
-          const auto capped = [&](Query query, const char* column, std::string_view status) {
-            for (const auto& row : run(query, rows_per_consumer)) {
-              const auto name = row["consumer"].as<std::string>();
-              auto& consumer = snapshot.consumers[name];
-              consumer.by_status[std::string(status)] = row[column].as<double>();
-              if (row[column].as<double>() > cap) {
-                consumer.estimated.insert(std::string(status));
-                above_cap.insert(name);
-              }
-            }
-          };
-          capped(kProcessing, "processing", "PROCESSING");
-          capped(kDead, "dead", "DEAD");
-          capped(kWaiting, "waiting", "WAITING");
-          for (const auto& row : run(kBlockedKeys)) {
-            auto& consumer = snapshot.consumers[row["consumer"].as<std::string>()];
-            const double keys = row["blocked_keys"].as<double>();
-            const auto kind = row["scope_kind"].as<std::string>();
-            const Scope scope = kind == "global" ? Scope::global() : Scope::tenant(row["scope_id"].as<std::string>());
-            consumer.blocked_keys += keys;
-            consumer.blocked_by_scope[to_string(scope)] += keys;
-            consumer.oldest_blocked_age = std::max(consumer.oldest_blocked_age, row["oldest_blocked_age"].as<double>());
-          }
-          for (auto& [name, consumer] : snapshot.consumers)
-            consumer.blocked_by_scope = bounded_scopes(std::move(consumer.blocked_by_scope));
-          // Above the cap: the statistics' estimate, never below what the capped scan saw.
-          if (!above_cap.empty())
-            for (const auto& row : run(kEstimates, options_.schema)) {
-              if (row["consumer"].is_null() || row["status"].is_null()) continue;
-              const auto found = snapshot.consumers.find(row["consumer"].as<std::string>());
-              if (found == snapshot.consumers.end()) continue;
-              const auto status = row["status"].as<std::string>();
-              if (!found->second.estimated.contains(status)) continue;
-              double& count = found->second.by_status[status];
-              count = std::max(count, std::round(row["estimate"].as<double>()));
-            }
-          return inbox_figures(snapshot.consumers);
-        },
-        [&](const nlohmann::json& figures) { snapshot.consumers = inbox_from_figures(figures); });
+  void read_outbox() {
+    section(
+        "outbox", snapshot_.outbox_section, [&] { return compute_outbox(); },
+        [&](const nlohmann::json& figures) { outbox_from_figures(figures, snapshot_); });
+  }
 
-    snapshot.outbox_known = section(
-        "outbox", snapshot.outbox_readable, outbox_outcome,
-        [&] {
-          const auto due = run(kOutboxDue).at(0);
-          snapshot.outbox["PENDING"] = due["pending"].as<double>();
-          snapshot.outbox["RETRYABLE"] = due["retryable"].as<double>();
-          const auto publishing = run(kOutboxPublishing).at(0);
-          snapshot.outbox["PUBLISHING"] = publishing["publishing"].as<double>();
-          snapshot.outbox_oldest_age = std::max(due["oldest_age"].as<double>(), publishing["oldest_age"].as<double>());
-          snapshot.outbox["DEAD"] = run(kOutboxDead).at(0)["dead"].as<double>();
-          snapshot.outbox["WAITING"] = run(kOutboxWaiting, rows_per_consumer).at(0)["waiting"].as<double>();
-          return outbox_figures(snapshot);
-        },
-        [&](const nlohmann::json& figures) { outbox_from_figures(figures, snapshot); });
-
-    // Catalog only: cheap, so every process reads it itself.
+  // Catalog only: cheap, so every process reads it itself.
+  void read_table_health() {
     for (const auto& row : run(kHealth, options_.schema)) {
       const auto table = row["table_name"].as<std::string>();
-      if (table == "inbox_receipts" ? snapshot.inbox_readable : snapshot.outbox_readable)
-        snapshot.tables[table] = {row["dead_tuples"].as<double>(), row["size_bytes"].as<double>()};
+      if (table == "inbox_receipts" ? snapshot_.inbox_section.readable : snapshot_.outbox_section.readable)
+        snapshot_.tables[table] = {row["dead_tuples"].as<double>(), row["size_bytes"].as<double>()};
     }
-    // Cluster-wide, and as cheap: every process reads it too.
-    snapshot.notify_queue_usage = run(kNotifyQueueUsage).at(0)["usage"].as<double>();
+  }
+
+  // Cluster-wide, and as cheap: every process reads it too.
+  void read_notify_queue() { snapshot_.notify_queue_usage = run(kNotifyQueueUsage).at(0)["usage"].as<double>(); }
+
+ private:
+  Tx& tx_;
+  const std::vector<BacklogCollector::NamedQuery>& queries_;
+  const std::vector<std::string>& names_;
+  const BacklogOptions& options_;
+  Snapshot& snapshot_;
+  bool snapshot_read_ = false;  // the role reads backlog_snapshot
+  bool elects_ = false;         // ... and writes it: computes a section only when elected
+  // Consumers with at least one status above the exact cap, whose counts are estimated.
+  std::set<std::string> above_cap_;
+
+  template <typename... Parameters>
+  pqxx::result run(Query query, Parameters&&... parameters) {
+    return tx_.exec_prepared(names_[query], queries_[query].sql, std::forward<Parameters>(parameters)...);
+  }
+  long long rows_per_consumer() const { return static_cast<long long>(options_.exact_cap) + 1; }
+  double cap() const { return static_cast<double>(options_.exact_cap); }
+
+  // Computes the section (elected, or alone) and stores it when elected, else loads what
+  // the elected one stored; `compute` fills the snapshot and returns the figures.
+  template <typename Compute, typename Load>
+  void section(const std::string& name, Section& state, const Compute& compute, const Load& load) {
+    const double interval_seconds = std::chrono::duration<double>(options_.interval).count();
+    if (state.readable && (!elects_ || !run(kClaim, name, interval_seconds).empty())) {
+      const nlohmann::json figures = compute();
+      if (elects_) run(kStore, name, figures.dump(), options_.identity);
+      state.computed = true;
+      state.known = true;
+      return;
+    }
+    if (!snapshot_read_) return;
+    const auto stored = run(kRead, name).at(0);
+    if (!stored["computed"].as<bool>()) return;
+    load(nlohmann::json::parse(stored["figures"].as<std::string>()));
+    state.age = stored["age"].as<double>();
+    state.known = true;
+  }
+
+  nlohmann::json compute_inbox() {
+    read_claimable();
+    read_capped(kProcessing, "processing", "PROCESSING");
+    read_capped(kDead, "dead", "DEAD");
+    read_capped(kWaiting, "waiting", "WAITING");
+    read_blocked_keys();
+    for (auto& [name, consumer] : snapshot_.consumers)
+      consumer.blocked_by_scope = bounded_scopes(std::move(consumer.blocked_by_scope));
+    if (!above_cap_.empty()) read_estimates();
+    return inbox_figures(snapshot_.consumers);
+  }
+
+  void read_claimable() {
+    for (const auto& row : run(kClaimable, rows_per_consumer())) {
+      const auto name = row["consumer"].as<std::string>();
+      auto& consumer = snapshot_.consumers[name];
+      consumer.by_status["PENDING"] = row["pending"].as<double>();
+      consumer.by_status["RETRYABLE"] = row["retryable"].as<double>();
+      consumer.oldest_due_age = row["oldest_due_age"].as<double>();
+      // One scan reads both statuses: above the cap, neither is known exactly.
+      if (row["seen"].as<double>() > cap()) {
+        consumer.estimated.insert({"PENDING", "RETRYABLE"});
+        above_cap_.insert(name);
+      }
+    }
+  }
+
+  void read_capped(Query query, const char* column, std::string_view status) {
+    for (const auto& row : run(query, rows_per_consumer())) {
+      const auto name = row["consumer"].as<std::string>();
+      auto& consumer = snapshot_.consumers[name];
+      consumer.by_status[std::string(status)] = row[column].as<double>();
+      if (row[column].as<double>() > cap()) {
+        consumer.estimated.insert(std::string(status));
+        above_cap_.insert(name);
+      }
+    }
+  }
+
+  void read_blocked_keys() {
+    for (const auto& row : run(kBlockedKeys)) {
+      auto& consumer = snapshot_.consumers[row["consumer"].as<std::string>()];
+      const double keys = row["blocked_keys"].as<double>();
+      const auto kind = row["scope_kind"].as<std::string>();
+      const Scope scope = kind == "global" ? Scope::global() : Scope::tenant(row["scope_id"].as<std::string>());
+      consumer.blocked_keys += keys;
+      consumer.blocked_by_scope[to_string(scope)] += keys;
+      consumer.oldest_blocked_age = std::max(consumer.oldest_blocked_age, row["oldest_blocked_age"].as<double>());
+    }
+  }
+
+  // Above the cap: the statistics' estimate, never below what the capped scan saw.
+  void read_estimates() {
+    for (const auto& row : run(kEstimates, options_.schema)) {
+      if (row["consumer"].is_null() || row["status"].is_null()) continue;
+      const auto found = snapshot_.consumers.find(row["consumer"].as<std::string>());
+      if (found == snapshot_.consumers.end()) continue;
+      const auto status = row["status"].as<std::string>();
+      if (!found->second.estimated.contains(status)) continue;
+      double& count = found->second.by_status[status];
+      count = std::max(count, std::round(row["estimate"].as<double>()));
+    }
+  }
+
+  nlohmann::json compute_outbox() {
+    const auto due = run(kOutboxDue).at(0);
+    snapshot_.outbox["PENDING"] = due["pending"].as<double>();
+    snapshot_.outbox["RETRYABLE"] = due["retryable"].as<double>();
+    const auto publishing = run(kOutboxPublishing).at(0);
+    snapshot_.outbox["PUBLISHING"] = publishing["publishing"].as<double>();
+    snapshot_.outbox_oldest_age = std::max(due["oldest_age"].as<double>(), publishing["oldest_age"].as<double>());
+    snapshot_.outbox["DEAD"] = run(kOutboxDead).at(0)["dead"].as<double>();
+    snapshot_.outbox["WAITING"] = run(kOutboxWaiting, rows_per_consumer()).at(0)["waiting"].as<double>();
+    return outbox_figures(snapshot_);
+  }
+};
+
+// A status's count, 0 when none was read.
+double count_of(const std::map<std::string, double, std::less<>>& by_status, std::string_view status) {
+  const auto found = by_status.find(status);
+  return found == by_status.end() ? 0.0 : found->second;
+}
+
+// The inbox gauges of every labelled consumer: one missing from the snapshot reports 0.
+void export_inbox(Metrics& metrics, const Snapshot& snapshot, const std::set<std::string>& labels) {
+  const ConsumerBacklog empty{};
+  for (const auto& consumer : labels) {
+    const auto found = snapshot.consumers.find(consumer);
+    const auto& backlog = found == snapshot.consumers.end() ? empty : found->second;
+    for (auto status : kInboxStatuses) {
+      metrics.set_inbox_receipts(consumer, status, count_of(backlog.by_status, status));
+      metrics.set_inbox_receipts_estimated(consumer, status, backlog.estimated.contains(status));
+    }
+    metrics.set_inbox_oldest_due_age(consumer, backlog.oldest_due_age);
+    metrics.set_inbox_blocked_keys(consumer, backlog.blocked_keys, backlog.oldest_blocked_age);
+    metrics.set_inbox_blocked_keys_by_scope(consumer, backlog.blocked_by_scope);
+  }
+}
+
+// Every gauge a collection sets, from what it read: a section without figures, or a table
+// the role may not read, leaves its gauges alone.
+void export_gauges(Metrics& metrics, const Snapshot& snapshot, const std::set<std::string>& labels) {
+  if (snapshot.inbox_section.known) export_inbox(metrics, snapshot, labels);
+  if (snapshot.outbox_section.known) {
+    for (auto status : kOutboxStatuses) metrics.set_outbox_events(status, count_of(snapshot.outbox, status));
+    metrics.set_outbox_oldest_unpublished_age(snapshot.outbox_oldest_age);
+  }
+  for (auto table : kTables) {
+    const auto found = snapshot.tables.find(table);
+    if (found != snapshot.tables.end())
+      metrics.set_table_health(std::string(table), found->second.dead_tuples, found->second.size_bytes);
+  }
+  metrics.set_notify_queue_usage(snapshot.notify_queue_usage);
+  const auto& inbox = snapshot.inbox_section;
+  const auto& outbox = snapshot.outbox_section;
+  if (inbox.known) metrics.backlog_snapshot("inbox", inbox.age, inbox.computed);
+  if (outbox.known) metrics.backlog_snapshot("outbox", outbox.age, outbox.computed);
+}
+
+}  // namespace
+
+void BacklogCollector::collect_once() {
+  std::lock_guard collect(state_->collect_mutex);
+  const auto started = std::chrono::steady_clock::now();
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+
+  Snapshot snapshot;
+  try {
+    // Not READ ONLY: the elected process locks and updates its section's row.
+    Tx tx = pool_->begin(LoanUse::BoxcarOnly);  // SET LOCAL and its own queries only
+    CollectionReads reads(tx, state_->queries, state_->names, options_, snapshot);
+    reads.configure_session();
+    reads.read_access();
+    reads.read_inbox();
+    reads.read_outbox();
+    reads.read_table_health();
+    reads.read_notify_queue();
     tx.commit();
   } catch (...) {
     metrics_->backlog_collected(elapsed(), false);
@@ -392,64 +544,9 @@ void BacklogCollector::collect_once() {
     throw detail::to_database_error(std::current_exception(), "collecting the backlog metrics", false);
   }
 
-  // Every consumer ever seen keeps being reported: one whose rows are gone drops to 0
-  // instead of freezing at its last value.
-  // Undeclared ones beyond kMaxUndeclaredConsumers are summed under one label.
-  if (snapshot.inbox_known) {
-    ConsumerBacklog folded;
-    bool any_folded = false;
-    for (auto it = snapshot.consumers.begin(); it != snapshot.consumers.end();) {
-      const std::string& name = it->first;
-      if (state_->known_consumers.contains(name)) {
-        ++it;
-        continue;
-      }
-      if (state_->declared.contains(name) || state_->undeclared_reported < kMaxUndeclaredConsumers) {
-        if (!state_->declared.contains(name)) ++state_->undeclared_reported;
-        state_->known_consumers.insert(name);
-        ++it;
-        continue;
-      }
-      for (const auto& [status, count] : it->second.by_status) folded.by_status[status] += count;
-      folded.estimated.insert(it->second.estimated.begin(), it->second.estimated.end());
-      folded.oldest_due_age = std::max(folded.oldest_due_age, it->second.oldest_due_age);
-      folded.blocked_keys += it->second.blocked_keys;
-      for (const auto& [scope, keys] : it->second.blocked_by_scope) folded.blocked_by_scope[scope] += keys;
-      folded.oldest_blocked_age = std::max(folded.oldest_blocked_age, it->second.oldest_blocked_age);
-      any_folded = true;
-      it = snapshot.consumers.erase(it);
-    }
-    if (any_folded) {
-      folded.blocked_by_scope = bounded_scopes(std::move(folded.blocked_by_scope));
-      snapshot.consumers[kUndeclared] = std::move(folded);
-      state_->known_consumers.insert(kUndeclared);
-    }
-    for (const auto& consumer : state_->known_consumers) {
-      const auto found = snapshot.consumers.find(consumer);
-      const ConsumerBacklog empty{};
-      const auto& backlog = found == snapshot.consumers.end() ? empty : found->second;
-      for (auto status : kInboxStatuses) {
-        const auto value = backlog.by_status.find(status);
-        metrics_->set_inbox_receipts(consumer, status, value == backlog.by_status.end() ? 0.0 : value->second);
-        metrics_->set_inbox_receipts_estimated(consumer, status, backlog.estimated.contains(status));
-      }
-      metrics_->set_inbox_oldest_due_age(consumer, backlog.oldest_due_age);
-      metrics_->set_inbox_blocked_keys(consumer, backlog.blocked_keys, backlog.oldest_blocked_age);
-      metrics_->set_inbox_blocked_keys_by_scope(consumer, backlog.blocked_by_scope);
-    }
-  }
-  if (snapshot.outbox_known) {
-    for (auto status : kOutboxStatuses) metrics_->set_outbox_events(status, snapshot.outbox[std::string(status)]);
-    metrics_->set_outbox_oldest_unpublished_age(snapshot.outbox_oldest_age);
-  }
-  for (auto table : kTables) {
-    const auto found = snapshot.tables.find(table);
-    if (found != snapshot.tables.end())
-      metrics_->set_table_health(std::string(table), found->second.dead_tuples, found->second.size_bytes);
-  }
-  metrics_->set_notify_queue_usage(snapshot.notify_queue_usage);
-  if (snapshot.inbox_known) metrics_->backlog_snapshot("inbox", inbox_outcome.age, inbox_outcome.computed);
-  if (snapshot.outbox_known) metrics_->backlog_snapshot("outbox", outbox_outcome.age, outbox_outcome.computed);
+  // Only now that every figure is read: a failed collection changes no gauge.
+  if (snapshot.inbox_section.known) state_->labels.fold(snapshot.consumers);
+  export_gauges(*metrics_, snapshot, state_->labels.known());
   metrics_->backlog_collected(elapsed(), true);
 }
 
