@@ -198,6 +198,26 @@ class Runner {
     });
   }
 
+  // Applies, in order, every migration up to `target` that is not applied yet, checking
+  // before and after options.before_step that the session still holds the lock.
+  void apply_pending(const detail::MigrationLock& lock, const std::vector<MigrationFile>& migrations,
+                     const std::map<int, AppliedMigration>& applied, int target) {
+    for (const auto& m : migrations) {
+      if (m.version > target || applied.contains(m.version)) continue;
+      lock.verify_held();
+      if (options_.before_step)
+        options_.before_step({.version = m.version,
+                              .name = m.name,
+                              .transactional = m.transactional,
+                              .backend_pid = lock.backend_pid()});
+      lock.verify_held();
+      log_event(*logger("migrate"), LogLevel::Debug, "applying migration",
+                {{"schema", schema_}, {"version", std::to_string(m.version)}, {"name", m.name}});
+      apply(m);
+      report_.applied.push_back(m.version);
+    }
+  }
+
  private:
   // One statement outside a transaction, CREATE INDEX CONCURRENTLY IF NOT EXISTS `index`
   // when `index` is set: an INVALID leftover of it (a failed or interrupted earlier build)
@@ -282,6 +302,58 @@ class Runner {
   MigrationReport& report_;
 };
 
+// The version migrate() goes to: options.target_version, 0 meaning this build's latest.
+int target_version(const MigrateOptions& options, int build_version) {
+  const int target = options.target_version == 0 ? build_version : options.target_version;
+  if (target < 0 || target > build_version)
+    throw ConfigError("migrate.target_version", "must be between 0 and " + std::to_string(build_version));
+  return target;
+}
+
+// Refuses a schema in which every role may CREATE (docs/security.md, section 1).
+void refuse_public_create(pqxx::connection& connection, const std::string& schema) {
+  pqxx::read_transaction tx(connection);
+  if (tx.exec_params1(sql::kPublicMayCreate, schema)[0].as<bool>())
+    throw MigrationError("MIGRATION_SCHEMA_UNSAFE",
+                         "every role may CREATE in schema '" + schema +
+                             "' (PUBLIC holds CREATE on it), so any role could plant a function or operator "
+                             "where Boxcar's functions run: REVOKE CREATE ON SCHEMA " +
+                             quote_identifier(schema) +
+                             " FROM PUBLIC, or use a schema of Boxcar's own (docs/security.md, section 1)");
+}
+
+// Refuses an applied migration whose file changed since (but for a text it replaced, a
+// previous checksum), and an applied newer one this build is not compatible with.
+void verify_applied(const std::vector<MigrationFile>& migrations, const std::map<int, AppliedMigration>& applied,
+                    const std::string& schema, int build_version) {
+  std::map<int, const MigrationFile*> known;
+  for (const auto& m : migrations) known.emplace(m.version, &m);
+  for (const auto& [version, row] : applied) {
+    const auto it = known.find(version);
+    if (it == known.end()) continue;  // newer than this build: judged below
+    const MigrationFile& m = *it->second;
+    const bool earlier_text =
+        std::find(m.previous_checksums.begin(), m.previous_checksums.end(), row.checksum) != m.previous_checksums.end();
+    if (m.checksum != row.checksum && !earlier_text)
+      throw MigrationError("MIGRATION_CHECKSUM_MISMATCH", "migration " + m.name + " was applied to schema '" + schema +
+                                                              "' with checksum " + row.checksum +
+                                                              " but the file now has " + m.checksum +
+                                                              "; applied migrations must never change");
+  }
+  const auto newer = newer_applied(applied, build_version);
+  if (newer.incompatible)
+    throw MigrationError("MIGRATION_UNKNOWN_VERSION", incompatible_message(schema, newer.incompatible->first,
+                                                                           newer.incompatible->second, build_version));
+}
+
+// The schema's version after a run: the highest applied before it or by it.
+int highest_version(const std::map<int, AppliedMigration>& applied, const std::vector<int>& applied_now) {
+  int highest = 0;
+  for (const auto& [version, row] : applied) highest = std::max(highest, version);
+  for (int version : applied_now) highest = std::max(highest, version);
+  return highest;
+}
+
 }  // namespace
 
 int latest_migration_version() {
@@ -356,9 +428,7 @@ MigrationReport migrate(const std::string& connection_string, const MigrateOptio
   if (options.lock_timeout.count() < 1) throw ConfigError("migrate.lock_timeout", "must be at least 1 ms");
   const auto migrations = detail::embedded_migrations();
   const int build_version = migrations.empty() ? 0 : migrations.back().version;
-  const int target = options.target_version == 0 ? build_version : options.target_version;
-  if (target < 0 || target > build_version)
-    throw ConfigError("migrate.target_version", "must be between 0 and " + std::to_string(build_version));
+  const int target = target_version(options, build_version);
 
   const auto connection = detail::open_migration_session(connection_string, options.lock_timeout);
   MigrationReport report;
@@ -367,60 +437,11 @@ MigrationReport migrate(const std::string& connection_string, const MigrateOptio
     report.lock_waited = lock.waited();
     Runner runner(*connection, schema, options, report);
     runner.bootstrap();
-    {
-      pqxx::read_transaction tx(*connection);
-      if (tx.exec_params1(sql::kPublicMayCreate, schema)[0].as<bool>())
-        throw MigrationError("MIGRATION_SCHEMA_UNSAFE",
-                             "every role may CREATE in schema '" + schema +
-                                 "' (PUBLIC holds CREATE on it), so any role could plant a function or operator "
-                                 "where Boxcar's functions run: REVOKE CREATE ON SCHEMA " +
-                                 quote_identifier(schema) +
-                                 " FROM PUBLIC, or use a schema of Boxcar's own (docs/security.md, section 1)");
-    }
-
-    std::map<int, AppliedMigration> applied;
-    {
-      pqxx::read_transaction tx(*connection);
-      applied = read_applied(tx, schema);
-    }
-    std::map<int, const MigrationFile*> known;
-    for (const auto& m : migrations) known.emplace(m.version, &m);
-    for (const auto& [version, row] : applied) {
-      const auto it = known.find(version);
-      if (it == known.end()) continue;  // newer than this build: judged below
-      const MigrationFile& m = *it->second;
-      const bool earlier_text = std::find(m.previous_checksums.begin(), m.previous_checksums.end(), row.checksum) !=
-                                m.previous_checksums.end();
-      if (m.checksum != row.checksum && !earlier_text)
-        throw MigrationError("MIGRATION_CHECKSUM_MISMATCH", "migration " + m.name + " was applied to schema '" +
-                                                                schema + "' with checksum " + row.checksum +
-                                                                " but the file now has " + m.checksum +
-                                                                "; applied migrations must never change");
-    }
-    const auto newer = newer_applied(applied, build_version);
-    if (newer.incompatible)
-      throw MigrationError(
-          "MIGRATION_UNKNOWN_VERSION",
-          incompatible_message(schema, newer.incompatible->first, newer.incompatible->second, build_version));
-
-    for (const auto& m : migrations) {
-      if (m.version > target || applied.contains(m.version)) continue;
-      lock.verify_held();
-      if (options.before_step)
-        options.before_step({.version = m.version,
-                             .name = m.name,
-                             .transactional = m.transactional,
-                             .backend_pid = lock.backend_pid()});
-      lock.verify_held();
-      log_event(*logger("migrate"), LogLevel::Debug, "applying migration",
-                {{"schema", schema}, {"version", std::to_string(m.version)}, {"name", m.name}});
-      runner.apply(m);
-      report.applied.push_back(m.version);
-    }
-    int highest = 0;
-    for (const auto& [version, row] : applied) highest = std::max(highest, version);
-    for (int version : report.applied) highest = std::max(highest, version);
-    report.version = highest;
+    refuse_public_create(*connection, schema);
+    const std::map<int, AppliedMigration> applied = read_applied(*connection, schema);
+    verify_applied(migrations, applied, schema, build_version);
+    runner.apply_pending(lock, migrations, applied, target);
+    report.version = highest_version(applied, report.applied);
     return report;
   } catch (const Error&) {
     throw;
