@@ -43,9 +43,10 @@ boxcar::AcceptRequest order(const std::string& id, const std::string& order_id) 
 }
 
 // What every test needs: its own schema with the application's table, and the real
-// Inbox, OutboxEmitter and Worker wired as the application wires them.
+// Inbox, OutboxEmitter and Worker wired as the application wires them. The schema is a
+// copy of a migrated template database, in a database of its own: no migration per test.
 struct App {
-  boxcar::testing::TestSchema db;
+  boxcar::testing::TestSchema db{"", {.from_template = true}};
   boxcar::Inbox inbox{db.pool(), {.schema = db.schema(), .consumers = {"orders.projection.v1"}, .notify = false}};
   boxcar::OutboxEmitter outbox{db.pool(), {.schema = db.schema(), .notify = false}};
   boxcar::Worker worker{db.pool(),

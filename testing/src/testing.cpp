@@ -1,4 +1,4 @@
-// The test helpers: schema fixture, drain, redelivery, receipt state, captured events.
+// The test helpers: schema fixture (migrated, or copied from a template database), drain, redelivery, receipt state, captured events.
 #include "boxcar/testing/testing.hpp"
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include "boxcar/core/migrate.hpp"
 #include "boxcar/core/sql_identifier.hpp"
 #include "boxcar/core/detail/with_schema.hpp"
+#include "template_database.hpp"
 #include "testing_queries.hpp"
 
 namespace boxcar::testing {
@@ -32,18 +33,30 @@ std::string fresh_schema_name() {
 
 }  // namespace
 
-TestSchema::TestSchema(std::string url)
+TestSchema::TestSchema(std::string url) : TestSchema(std::move(url), TestSchemaOptions{}) {}
+
+TestSchema::TestSchema(std::string url, TestSchemaOptions options)
     : url_(url.empty() ? url_from_environment() : std::move(url)), schema_(fresh_schema_name()) {
-  migrate(url_, {.schema = schema_});
+  if (options.from_template) {
+    // The copy's database takes the schema's name: both are fresh, and unique on the server.
+    server_url_ = url_;
+    url_ = copy_template_database(server_url_, schema_);
+  } else {
+    migrate(url_, {.schema = schema_});
+  }
 }
 
 TestSchema::~TestSchema() {
   pool_.reset();
   try {
-    pqxx::connection c(url_);
-    pqxx::nontransaction(c).exec("DROP SCHEMA IF EXISTS " + quote_identifier(schema_) + " CASCADE");
+    if (!server_url_.empty()) {
+      drop_database(server_url_, schema_);
+    } else {
+      pqxx::connection c(url_);
+      pqxx::nontransaction(c).exec("DROP SCHEMA IF EXISTS " + quote_identifier(schema_) + " CASCADE");
+    }
   } catch (...) {
-    // A leftover schema in a test database is harmless; a destructor must not throw.
+    // A leftover schema or test database is harmless; a destructor must not throw.
   }
 }
 

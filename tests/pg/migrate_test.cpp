@@ -16,10 +16,11 @@
 #include "test_database.hpp"
 
 using namespace boxcar;
+using boxcar::testing::kMigrated;
 using boxcar::testing::TestDatabase;
 
 TEST_CASE("migrate applies every embedded migration once and records its checksum") {
-  TestDatabase db;  // already migrated by the fixture
+  TestDatabase db(kMigrated);  // already migrated by the fixture
   CHECK(latest_migration_version() >= 1);
   CHECK(applied_migration_version(db.url(), {.schema = db.schema()}) == latest_migration_version());
   CHECK(db.scalar("SELECT count(*) FROM {schema}.schema_migrations") == latest_migration_version());
@@ -30,7 +31,7 @@ TEST_CASE("migrate applies every embedded migration once and records its checksu
 }
 
 TEST_CASE("migrate is idempotent") {
-  TestDatabase db;
+  TestDatabase db(kMigrated);
   const auto report = migrate(db.url(), {.schema = db.schema()});
   CHECK(report.applied.empty());
   CHECK(report.version == latest_migration_version());
@@ -38,7 +39,7 @@ TEST_CASE("migrate is idempotent") {
 }
 
 TEST_CASE("migrate refuses to run when an applied migration's checksum changed") {
-  TestDatabase db;
+  TestDatabase db(kMigrated);
   db.query("UPDATE {schema}.schema_migrations SET checksum = repeat('0', 64) WHERE version = 1");
   try {
     migrate(db.url(), {.schema = db.schema()});
@@ -61,7 +62,7 @@ TEST_CASE("an installation that applied a file's text from before its comments w
       {27, "a58cd5ed37f02f40174c5efe75c9aab3d8c0d30e1167905245f893fe3d7c8113"},
       {28, "7db73dd36c250bea51cd7fffae35e8a53f0d7a77ab9c32ed6cd84e105cae44d5"},
       {32, "677f8e5d44e42ccf1976ea5191c7b44282950a91d30fdac148b726b819dd2aae"}};
-  TestDatabase db;
+  TestDatabase db(kMigrated);
   for (const auto& [version, checksum] : earlier_text)
     db.query("UPDATE {schema}.schema_migrations SET checksum = '" + checksum +
              "' WHERE version = " + std::to_string(version));
@@ -79,7 +80,7 @@ TEST_CASE("an installation that applied a file's text from before its comments w
 }
 
 TEST_CASE("migrate refuses a database that recorded a version this build does not know") {
-  TestDatabase db;
+  TestDatabase db(kMigrated);
   db.query("INSERT INTO {schema}.schema_migrations (version, name, checksum) VALUES (9999, 'x', 'y')");
   try {
     migrate(db.url(), {.schema = db.schema()});
@@ -115,8 +116,8 @@ TEST_CASE("concurrent migrate calls on a fresh schema serialise and apply each f
 }
 
 TEST_CASE("two schemas in one database migrate independently") {
-  TestDatabase a;
-  TestDatabase b;
+  TestDatabase a(kMigrated);
+  TestDatabase b(kMigrated);
   a.query(
       "INSERT INTO {schema}.inbox_receipts (scope_kind, source, consumer, message_id, event_type, "
       "schema_version, payload, fingerprint) VALUES ('global', 's', 'c', 'm', 'e', 1, '{}', repeat('a', 64))");
@@ -140,7 +141,7 @@ TEST_CASE("the boxcar migrate command applies migrations and reports the version
 }
 
 TEST_CASE("the inbox table rejects impossible states") {
-  TestDatabase db;
+  TestDatabase db(kMigrated);
   const std::string insert =
       "INSERT INTO {schema}.inbox_receipts (scope_kind, scope_id, source, consumer, message_id, "
       "event_type, schema_version, payload, fingerprint, status, claim_token, lease_expires_at) VALUES ";
@@ -171,7 +172,7 @@ TEST_CASE("the inbox table rejects impossible states") {
 }
 
 TEST_CASE("claiming the next rows of a consumer is an index scan on the claimable index") {
-  TestDatabase db;
+  TestDatabase db(kMigrated);
   db.query(
       "INSERT INTO {schema}.inbox_receipts (scope_kind, source, consumer, message_id, event_type, "
       "schema_version, payload, fingerprint, status, completed_at) "
@@ -194,7 +195,7 @@ TEST_CASE("vacuum of the inbox cleans its indexes when few pages hold dead rows,
   // PostgreSQL's default (vacuum_index_cleanup = auto) skips index vacuuming when fewer
   // than 2% of the pages hold dead items, and a page that keeps one is never all-visible:
   // index-only scans then read it from the heap. 0032 turns cleaning on for the inbox.
-  TestDatabase db;
+  TestDatabase db(kMigrated);
   db.query(
       "INSERT INTO {schema}.inbox_receipts (scope_kind, source, consumer, message_id, event_type, "
       "schema_version, payload, fingerprint, status, completed_at) "
@@ -219,7 +220,7 @@ TEST_CASE("vacuum of the inbox cleans its indexes when few pages hold dead rows,
 }
 
 TEST_CASE("the suspect lane's claim and probe are index scans on the suspects index") {
-  TestDatabase db;
+  TestDatabase db(kMigrated);
   // A large backlog with a handful of suspects, as after one worker crash.
   db.query(
       "INSERT INTO {schema}.inbox_receipts (scope_kind, source, consumer, message_id, event_type, "

@@ -26,6 +26,7 @@
 using namespace boxcar;
 using namespace std::chrono_literals;
 using boxcar::testing::index_definitions_of;
+using boxcar::testing::kMigrated;
 using boxcar::testing::TestDatabase;
 
 namespace {
@@ -122,7 +123,7 @@ TEST_CASE("an installation that applied 0003 with its old text keeps its checksu
 }
 
 TEST_CASE("a concurrent index build that failed before is dropped and built again on the next run") {
-  TestDatabase db;
+  TestDatabase db(kMigrated);
   db.query("DROP INDEX {schema}.inbox_receipts_dead");
   db.query("DELETE FROM {schema}.schema_migrations WHERE version = 5");
   db.query(
@@ -198,7 +199,7 @@ TEST_CASE("DDL that finds its table locked gives up after lock_timeout and is re
 }
 
 TEST_CASE("the wait for another runner's migration lock is bounded and names the session holding it") {
-  TestDatabase db;
+  TestDatabase db(kMigrated);
   pqxx::connection holder(db.url());
   pqxx::nontransaction(holder).exec("SET application_name = 'lock-holder-under-test'");
   pqxx::nontransaction(holder).exec_params("SELECT pg_advisory_lock(hashtextextended('boxcar.migrate:' || $1, 0))",
@@ -285,7 +286,7 @@ TEST_CASE("the migration session never reconnects once its backend is gone, unli
 }
 
 TEST_CASE("a schema with a newer migration marked compatible is accepted, an incompatible one is refused") {
-  TestDatabase db;
+  TestDatabase db(kMigrated);
   const int build = latest_migration_version();
   const std::string newer = std::to_string(build + 1);
 
@@ -309,7 +310,7 @@ TEST_CASE("a schema with a newer migration marked compatible is accepted, an inc
 }
 
 TEST_CASE("a schema migrated by a Boxcar without compatibility markers gets the column and keeps its rows") {
-  TestDatabase db;
+  TestDatabase db(kMigrated);
   db.query("ALTER TABLE {schema}.schema_migrations DROP COLUMN compatible_with");
   CHECK(check_schema_compatibility(db.url(), {.schema = db.schema()}).compatible);
   // 0007, an index on inbox_receipts: 0008's outbox_events is partitioned now (0019), where
@@ -497,7 +498,7 @@ TEST_CASE(
 }
 
 TEST_CASE("boxcar migrate accepts a schema a newer build migrated compatibly and refuses an incompatible one") {
-  TestDatabase db;
+  TestDatabase db(kMigrated);
   const int build = latest_migration_version();
   const std::string newer = std::to_string(build + 1);
   db.query("INSERT INTO {schema}.schema_migrations (version, name, checksum, compatible_with) VALUES (" + newer +

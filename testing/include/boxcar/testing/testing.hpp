@@ -4,6 +4,8 @@
 // (captured without Kafka), and row counts for application assertions.
 //
 //   boxcar::testing::TestSchema db;                        // BOXCAR_TEST_DATABASE_URL
+//   // or, copied from a template database migrated once (TestSchemaOptions):
+//   // boxcar::testing::TestSchema db("", {.from_template = true});
 //   boxcar::Inbox inbox(db.pool(), {.schema = db.schema(), .consumers = {"orders.v1"}});
 //   inbox.accept(request);
 //   boxcar::testing::drain(worker);
@@ -34,17 +36,48 @@
 
 namespace boxcar::testing {
 
+/// How a TestSchema gets its migrated schema.
+struct TestSchemaOptions {
+  /// false (the default): the schema is created in the URL's database, beside the
+  /// application's own tables there, and every migration is applied to it (about 0.4 s).
+  ///
+  /// true: the schema lives in a database of its own, made with `CREATE DATABASE ...
+  /// TEMPLATE` from a template database that holds one migrated schema, and renamed to
+  /// schema() (its functions' pinned search_path with it): the same tables, functions,
+  /// partitions and schema_migrations rows as a migration makes, in about a third of its
+  /// time (50 ms against 150 ms with the data folder on tmpfs). A copy creates about a
+  /// thousand files, and dropping it deletes them: where the filesystem is slow at that,
+  /// such as an ext4 without a journal under churn, it can cost more than a migration.
+  /// The first such TestSchema against a server creates the template, under an advisory
+  /// lock in the URL's database, and migrates it once; its name carries a checksum of the
+  /// embedded migrations and the server's UTC day (the migrations create the outbox's
+  /// partitions from the day they run), so a changed migration or a new day gets a new
+  /// one, and templates two days old or more are dropped then. url() names the copy; the
+  /// destructor drops it, ending any session still connected (DROP DATABASE ... WITH
+  /// (FORCE)). The URL's role needs CREATEDB, and the application's objects in the URL's
+  /// database are not in the copy: create them through execute(), as a test's own tables.
+  bool from_template = false;
+};
+
 /// A schema of its own, migrated, dropped again when the object goes away.
 class TestSchema {
  public:
-  /// `url` empty: BOXCAR_TEST_DATABASE_URL, else BOXCAR_DATABASE_URL.
+  /// `url` empty: BOXCAR_TEST_DATABASE_URL, else BOXCAR_DATABASE_URL. The schema is
+  /// created and migrated in the URL's database (TestSchemaOptions::from_template false).
   /// @throws ConfigError("BOXCAR_TEST_DATABASE_URL") when neither is set.
   explicit TestSchema(std::string url = {});
+  /// The same, as `options` say.
+  /// @throws ConfigError("BOXCAR_TEST_DATABASE_URL") when `url` is empty and neither is
+  ///   set; DatabaseError when the template or the copy cannot be made (no CREATEDB, say);
+  ///   MigrationError when the template's migration fails.
+  TestSchema(std::string url, TestSchemaOptions options);
   ~TestSchema();
   TestSchema(const TestSchema&) = delete;
   TestSchema& operator=(const TestSchema&) = delete;
 
+  /// The database the schema is in: the URL given, or with from_template the copy's.
   const std::string& url() const noexcept { return url_; }
+  /// A fresh name (`test_` and 12 random lowercase letters and digits) for every object.
   const std::string& schema() const noexcept { return schema_; }
   /// A pool on the database (created on first use).
   std::shared_ptr<ConnectionPool> pool(std::size_t size = 8);
@@ -68,6 +101,8 @@ class TestSchema {
  private:
   std::string url_;
   std::string schema_;
+  // With from_template: the URL given, on whose database the copy is dropped again.
+  std::string server_url_;
   std::shared_ptr<ConnectionPool> pool_;
 };
 
