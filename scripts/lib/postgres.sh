@@ -3,7 +3,8 @@
 #
 #   boxcar_pg_start [SETTING...]  sets BOXCAR_PG_URL and BOXCAR_PG_DIR, installs an EXIT
 #                                 trap; each SETTING (e.g. fsync=off) is passed to the
-#                                 server as -c SETTING, after BOXCAR_PG_EXTRA_OPTIONS
+#                                 server as -c SETTING, after BOXCAR_PG_EXTRA_OPTIONS; the
+#                                 cluster's folder is made in BOXCAR_PG_PARENT_DIR (/tmp)
 #   boxcar_pg_stop       stops and deletes the cluster (also run by the trap)
 
 boxcar_pg_bindir() {
@@ -38,7 +39,7 @@ boxcar_pg_start() {
   local settings="" setting
   for setting in "$@"; do settings+=" -c $setting"; done
   BOXCAR_PG_BIN=$(boxcar_pg_bindir)
-  BOXCAR_PG_DIR=$(mktemp -d /tmp/boxcar-pg.XXXXXX)
+  BOXCAR_PG_DIR=$(mktemp -d "${BOXCAR_PG_PARENT_DIR:-/tmp}/boxcar-pg.XXXXXX")
   trap 'boxcar_pg_stop' EXIT
   trap 'boxcar_pg_stop; exit 130' INT
   trap 'boxcar_pg_stop; exit 143' TERM
