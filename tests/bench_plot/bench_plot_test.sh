@@ -2,7 +2,7 @@
 # scripts/bench-plot on canned benchmark output (tests/bench_plot/*_output.txt, printed by
 # bench_accept and bench_publisher): the SVG has a panel per axis, a line per series and
 # side, and leaves out the cases that are neither threads nor batch sizes. Skips (77)
-# where gnuplot is not installed: it is a benchmark tool, not a test dependency.
+# where gnuplot is not installed (scripts/setup installs it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 plot="$here/../../scripts/bench-plot"
