@@ -6,6 +6,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <typeinfo>
 
 #include "boxcar/core/cancellation.hpp"
 #include "boxcar/core/metrics.hpp"
@@ -35,6 +36,10 @@ inline constexpr const char* kEndedTransactionText =
 inline constexpr const char* kEndedBatchText =
     "a handler of its batch ended the worker's shared transaction (a raw COMMIT, ROLLBACK or END through "
     "context.tx); this message's writes may have committed without the completion, so it is not retried";
+
+// The C++ name of an exception's dynamic type, for failure texts ("std::runtime_error");
+// the mangled name when it cannot be demangled. Defined in outcome_recorder.cpp.
+std::string demangled_type(const std::type_info& type);
 
 using Clock = std::chrono::steady_clock;
 

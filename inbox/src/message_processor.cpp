@@ -2,8 +2,6 @@
 // commit — or roll back and have the failure recorded, guarded by the same token.
 #include "message_processor.hpp"
 
-#include <cxxabi.h>
-
 #include <algorithm>
 
 #include <pqxx/pqxx>
@@ -14,15 +12,6 @@
 #include "tenant_setting.hpp"
 
 namespace boxcar::detail {
-namespace {
-
-std::string demangled_type(const std::type_info& type) {
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status), std::free);
-  return status == 0 && name ? name.get() : type.name();
-}
-
-}  // namespace
 
 WorkerStats AtomicWorkerStats::snapshot() const {
   WorkerStats s{claimed.load(),     completed.load(),     retried.load(),     dead.load(),         stale.load(),

@@ -18,12 +18,6 @@ namespace boxcar::detail {
 
 namespace {
 
-std::string demangled_type(const std::type_info& type) {
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status), std::free);
-  return status == 0 && name ? name.get() : type.name();
-}
-
 // The note that goes before the error of an attempt charged after the outage bound.
 std::string outage_bound_note(int max_outage_hand_backs) {
   return "charged after " + std::to_string(max_outage_hand_backs) +
@@ -31,6 +25,12 @@ std::string outage_bound_note(int max_outage_hand_backs) {
 }
 
 }  // namespace
+
+std::string demangled_type(const std::type_info& type) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status), std::free);
+  return status == 0 && name ? name.get() : type.name();
+}
 
 OutcomeRecorder::OutcomeRecorder(std::shared_ptr<ConnectionPool> pool, ReceiptStore& store,
                                  const std::map<std::string, HandlerEntry>& handlers, const WorkerOptions& options,
