@@ -12,7 +12,7 @@
 #include "boxcar/publisher/publisher.hpp"
 #include "boxcar/testing/mock_kafka.hpp"
 #include "publisher_options.hpp"
-#include "test_database.hpp"
+#include "outbox_fixture.hpp"
 
 using namespace boxcar;
 using namespace boxcar::testing;
@@ -20,10 +20,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Setup {
-  TestDatabase db;
-  MockKafka kafka;
-  std::shared_ptr<ConnectionPool> pool = db.pool(6);
+struct Setup : OutboxFixture {
   Setup() { kafka.create_topic("orders", 4); }
   PublisherOptions options() const { return fast_publisher_options(db.schema(), kafka); }
   // Emits `count` events whose payload pads to `bytes`, one transaction each.
@@ -40,9 +37,6 @@ struct Setup {
                   {.scope = Scope::tenant("tenant-" + std::to_string(i % 3))});
       tx.commit();
     }
-  }
-  std::int64_t count(const std::string& where) const {
-    return db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE " + where);
   }
 };
 

@@ -9,7 +9,7 @@
 #include "boxcar/testing/mock_kafka.hpp"
 #include "exposition.hpp"
 #include "publisher_options.hpp"
-#include "test_database.hpp"
+#include "outbox_fixture.hpp"
 
 using namespace boxcar;
 using namespace boxcar::testing;
@@ -17,29 +17,19 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Setup {
-  TestDatabase db;
-  MockKafka kafka;
-  std::shared_ptr<ConnectionPool> pool = db.pool(6);
+struct Setup : OutboxFixture {
   std::shared_ptr<Metrics> metrics = std::make_shared<Metrics>();
   Setup() { kafka.create_topic("orders", 2); }
 
   void emit(int n) {
     OutboxEmitter outbox{pool, {.schema = db.schema(), .notify = false}};
-    Tx tx = pool->begin();
-    outbox.emit(
-        tx,
-        OutboxMessage{.event_type = "order.projected", .schema_version = 1, .topic = "orders", .payload = {{"n", n}}},
-        {.scope = Scope::tenant("tenant-1"), .headers = {{"source", "test"}}});
-    tx.commit();
+    emit_one(outbox, {.event_type = "order.projected", .schema_version = 1, .topic = "orders", .payload = {{"n", n}}},
+             {.scope = Scope::tenant("tenant-1"), .headers = {{"source", "test"}}});
   }
   // Overwrites the headers of the event whose payload has n, as SQL outside the emitter can.
   void set_headers(int n, const std::string& headers_json) {
     db.query("UPDATE {schema}.outbox_events SET headers = '" + headers_json +
              "'::jsonb WHERE payload = '{\"n\":" + std::to_string(n) + "}'");
-  }
-  std::int64_t count(const std::string& where) const {
-    return db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE " + where);
   }
 };
 

@@ -13,7 +13,7 @@
 #include "boxcar/testing/eventually.hpp"
 #include "boxcar/testing/mock_kafka.hpp"
 #include "publisher_options.hpp"
-#include "test_database.hpp"
+#include "outbox_fixture.hpp"
 
 using namespace boxcar;
 using namespace boxcar::testing;
@@ -21,11 +21,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Setup {
-  TestDatabase db;
-  MockKafka kafka{2};
-  std::shared_ptr<ConnectionPool> pool = db.pool(6);
-  Setup() {
+struct Setup : OutboxFixture {
+  Setup() : OutboxFixture(2) {
     // One topic led by each broker: broker 2 goes down, broker 1 stays up.
     kafka.create_topic("healthy", 1);
     kafka.create_topic("stuck", 1);
@@ -34,14 +31,8 @@ struct Setup {
   }
   void emit(const std::string& topic, const std::string& id) {
     OutboxEmitter outbox{pool, {.schema = db.schema()}};
-    Tx tx = pool->begin();
-    outbox.emit(
-        tx, OutboxMessage{.event_type = "thing.happened", .schema_version = 1, .topic = topic, .payload = {{"id", id}}},
-        {.scope = Scope::global()});
-    tx.commit();
-  }
-  std::int64_t count(const std::string& where) const {
-    return db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE " + where);
+    emit_one(outbox, {.event_type = "thing.happened", .schema_version = 1, .topic = topic, .payload = {{"id", id}}},
+             {.scope = Scope::global()});
   }
 };
 

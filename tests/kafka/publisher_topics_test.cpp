@@ -9,7 +9,7 @@
 #include "boxcar/testing/mock_kafka.hpp"
 #include "exposition.hpp"
 #include "publisher_options.hpp"
-#include "test_database.hpp"
+#include "outbox_fixture.hpp"
 
 using namespace boxcar;
 using namespace boxcar::testing;
@@ -17,10 +17,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Setup {
-  TestDatabase db;
-  MockKafka kafka;
-  std::shared_ptr<ConnectionPool> pool = db.pool(6);
+struct Setup : OutboxFixture {
   std::shared_ptr<Metrics> metrics = std::make_shared<Metrics>();
   Setup() {
     for (const char* topic : {"orders", "billing", "audit", "audit.raw"}) kafka.create_topic(topic, 2);
@@ -34,13 +31,8 @@ struct Setup {
   // able to insert into the outbox) would.
   void emit(const std::string& type, const std::string& topic, int n) {
     OutboxEmitter outbox{pool, {.schema = db.schema(), .notify = false}};
-    Tx tx = pool->begin();
-    outbox.emit(tx, OutboxMessage{.event_type = type, .schema_version = 1, .topic = topic, .payload = {{"n", n}}},
-                {.scope = Scope::tenant("tenant-1")});
-    tx.commit();
-  }
-  std::int64_t count(const std::string& where) const {
-    return db.scalar("SELECT count(*) FROM {schema}.outbox_events WHERE " + where);
+    emit_one(outbox, {.event_type = type, .schema_version = 1, .topic = topic, .payload = {{"n", n}}},
+             {.scope = Scope::tenant("tenant-1")});
   }
 };
 
