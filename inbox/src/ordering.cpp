@@ -1,6 +1,9 @@
 // Ordering rules: their construction checks, and a message's key under a rule.
 #include "ordering_key.hpp"
 
+#include <cmath>
+
+#include "boxcar/core/canonical_json.hpp"
 #include "boxcar/core/error.hpp"
 #include "boxcar/inbox/errors.hpp"
 #include "prepared_request.hpp"
@@ -31,6 +34,16 @@ HeadOfLine HeadOfLine::park_after(int attempts) {
 }
 
 namespace detail {
+namespace {
+
+bool is_integral_safe_double(const nlohmann::json& value) {
+  if (!value.is_number_float()) return false;
+  const double number = value.get<double>();
+  return std::isfinite(number) && std::trunc(number) == number &&
+         std::fabs(number) <= static_cast<double>(kMaxSafeInteger);
+}
+
+}  // namespace
 
 std::string ordering_key_of(const OrderingRule& rule, const AcceptRequest& request) {
   const OrderingKey& source = rule.key;
@@ -45,6 +58,10 @@ std::string ordering_key_of(const OrderingRule& rule, const AcceptRequest& reque
       key = value.get<std::string>();
     else if (value.is_number_integer())
       key = value.dump();
+    else if (is_integral_safe_double(value))
+      // The number rule looks at values, not at their C++ type or spelling: 5.0 is the
+      // integer 5, as it is to a client in JavaScript, which has no other (docs/ordering.md).
+      key = format_es_number(value.get<double>());
     else
       throw InboxValidationError("INBOX_ORDERING_KEY_INVALID", source.field(),
                                  std::string("an ordering key is a string or an integer, not ") + value.type_name());

@@ -20,7 +20,7 @@ class OrderingKey {
   /// A header of AcceptRequest::metadata.headers, e.g. "aggregate-id".
   static OrderingKey metadata_header(std::string name);
   /// A value of the payload by RFC 6901 JSON Pointer, e.g. "/order/id": a string, or an
-  /// integer (its decimal text).
+  /// integer (its decimal text), however typed: 5.0 is the integer 5.
   static OrderingKey payload_pointer(std::string pointer);
 
   bool from_payload() const noexcept { return from_payload_; }
