@@ -226,6 +226,31 @@ TEST_CASE("a lost COMMIT reply makes the Node client's batch STORAGE_UNCERTAIN, 
   CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 20);
 }
 
+TEST_CASE(
+    "a lost reply to the Node client's autocommit insert is STORAGE_UNCERTAIN, and the redelivery is a duplicate") {
+  TestDatabase db;
+  const auto url = db.url();
+  const auto host_port = url.substr(url.find('@') + 1);
+  TcpProxy proxy("127.0.0.1", std::stoi(host_port.substr(host_port.find(':') + 1)));
+  const std::string go = (std::filesystem::temp_directory_path() / ("boxcar-lost-reply-" + db.schema())).string();
+  ChildProcess node(
+      BOXCAR_NODE_PATH,
+      driver_args("lost-reply",
+                  {{"url", proxy.route(url)}, {"schema", db.schema()}, {"consumer", kConsumer}, {"go", go}}),
+      {});
+  REQUIRE(eventually([&] { return node.output().find("ready") != std::string::npos; }, 30s));
+  proxy.drop_next_response();  // the insert runs and commits; its answer never arrives
+  std::ofstream(go).close();
+  const auto exit_code = node.wait(60s);
+  std::filesystem::remove(go);
+  INFO(node.output());
+  REQUIRE(exit_code == 0);
+  const json result = result_of(node.output());
+  CHECK(result.at("first") == "STORAGE_UNCERTAIN");
+  CHECK(result.at("redelivered") == "duplicate");
+  CHECK(db.scalar("SELECT count(*) FROM {schema}.inbox_receipts") == 1);
+}
+
 TEST_CASE("behind PgBouncer in transaction pooling the Node client accepts, deduplicates, emits and reads status") {
   if (!PgBouncer::available()) {
     std::cerr << "pgbouncer is not installed: skipped\n";

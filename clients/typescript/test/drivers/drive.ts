@@ -168,6 +168,23 @@ async function lostCommit(config: Config): Promise<unknown> {
   return { first, again, single };
 }
 
+/** One accept() whose answer the proxy in front of the database loses (armed by the test
+ * once "ready" is printed, then the file `go` appears): the autocommit insert may have
+ * landed, so it is uncertain; the redelivery tells. */
+async function lostReply(config: Config): Promise<unknown> {
+  const pool = new Pool({ connectionString: config.url, max: 1 });
+  const inbox = new Inbox(pool, { schema: config.schema, consumers: [config.consumer], notify: false });
+  await pool.query('SELECT 1'); // the connection is open: the next request on it is the insert
+  process.stdout.write('ready\n');
+  await waitFor(config.go);
+  const r = request(config, 'lost-reply-1', { orderId: 'o-1' });
+  const first = await settle(inbox.accept(r));
+  const redelivered = await settle(inbox.accept(r));
+  await inbox.close();
+  await pool.end();
+  return { first, redelivered };
+}
+
 /** The client's whole surface behind PgBouncer in transaction pooling: concurrent
  * accepts on more client connections than the pooler has server connections, batches,
  * emits in the caller's transactions, and status(). */
@@ -219,6 +236,7 @@ const modes: Record<string, (config: Config) => Promise<unknown>> = {
   race,
   emitter,
   'lost-commit': lostCommit,
+  'lost-reply': lostReply,
   pgbouncer,
 };
 
