@@ -42,13 +42,14 @@ std::string bind_placeholders(std::string text, const std::map<std::string, std:
 
 RoleNames role_names(const RolesOptions& options) {
   const std::string p = validate_prefix(options.role_prefix);
-  return {p + "migrator", p + "ingress", p + "worker", p + "publisher", p + "operator"};
+  return {p + "migrator", p + "ingress", p + "worker", p + "publisher", p + "operator", p + "console"};
 }
 
 RolesReport apply_roles(const std::string& connection_string, const RolesOptions& options) {
   const std::string schema = validate_schema_name(options.schema);
   const RoleNames names = role_names(options);
-  const std::vector<std::string> all = {names.migrator, names.ingress, names.worker, names.publisher, names.operator_};
+  const std::vector<std::string> all = {names.migrator,  names.ingress,   names.worker,
+                                        names.publisher, names.operator_, names.console};
   const SchemaCompatibility compatibility = check_schema_compatibility(connection_string, {.schema = schema});
   if (compatibility.applied_version < compatibility.build_version)
     throw MigrationError("ROLES_NEED_MIGRATE", "roles for schema '" + schema + "': " + compatibility.detail);
@@ -58,7 +59,8 @@ RolesReport apply_roles(const std::string& connection_string, const RolesOptions
                                                            {"{ingress}", quote_identifier(names.ingress)},
                                                            {"{worker}", quote_identifier(names.worker)},
                                                            {"{publisher}", quote_identifier(names.publisher)},
-                                                           {"{operator}", quote_identifier(names.operator_)}};
+                                                           {"{operator}", quote_identifier(names.operator_)},
+                                                           {"{console}", quote_identifier(names.console)}};
 
   RolesReport report;
   try {

@@ -1,6 +1,6 @@
 // The SQL of apply_roles() (roles.cpp), apart from core_queries.hpp because it is one
 // job with its own placeholders. `{schema}` is the quoted schema; `{migrator}`,
-// `{ingress}`, `{worker}`, `{publisher}` and `{operator}` are the quoted role names;
+// `{ingress}`, `{worker}`, `{publisher}`, `{operator}` and `{console}` are the quoted role names;
 // values are $n. Built-ins are called as pg_catalog.<name>.
 //
 // The grants name every column a role may write: a role that can only UPDATE the state
@@ -54,6 +54,10 @@ inline constexpr const char* kOwnership[] = {
     "ALTER TABLE {schema}.inbox_outage_probe OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.inbox_outage_probe() OWNER TO {migrator}",
     "ALTER TABLE {schema}.outbox_ordering_keys OWNER TO {migrator}",
+    // The operator console (0042): the action record and the payload-free DEAD views.
+    "ALTER TABLE {schema}.operator_actions OWNER TO {migrator}",
+    "ALTER VIEW {schema}.console_inbox_dead OWNER TO {migrator}",
+    "ALTER VIEW {schema}.console_outbox_dead OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.outbox_key_order_enter() OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.outbox_key_order_leave() OWNER TO {migrator}",
     "ALTER FUNCTION {schema}.outbox_key_order_leave_all() OWNER TO {migrator}",
@@ -88,24 +92,25 @@ $owners$)",
 // table privilege revokes the column privileges too), so a run after a narrower release
 // leaves nothing behind. The application's own grants on its tables are not touched.
 inline constexpr const char* kRevoke[] = {
-    "REVOKE ALL ON SCHEMA {schema} FROM {ingress}, {worker}, {publisher}, {operator}",
+    "REVOKE ALL ON SCHEMA {schema} FROM {ingress}, {worker}, {publisher}, {operator}, {console}",
     R"(REVOKE ALL ON TABLE {schema}.schema_migrations, {schema}.inbox_receipts, {schema}.outbox_events,
                      {schema}.inbox_dead_records, {schema}.outbox_dead_records, {schema}.backlog_snapshot,
-                     {schema}.inbox_ordering_keys
-FROM {ingress}, {worker}, {publisher}, {operator})",
-    "REVOKE ALL ON FUNCTION {schema}.failure_fingerprint(text, text) FROM {ingress}, {worker}, {publisher}, {operator}",
-    "REVOKE ALL ON FUNCTION {schema}.inbox_settle_keys(bigint[], uuid[], xid8) FROM {ingress}, {worker}, {publisher}, {operator}",
-    "REVOKE ALL ON FUNCTION {schema}.inbox_claim_fair(text, bigint, double precision, text, text) FROM {ingress}, {worker}, {publisher}, {operator}",
-    "REVOKE ALL ON TABLE {schema}.inbox_outage_probe FROM {ingress}, {worker}, {publisher}, {operator}",
-    "REVOKE ALL ON FUNCTION {schema}.inbox_outage_probe() FROM {ingress}, {worker}, {publisher}, {operator}",
-    "REVOKE ALL ON TABLE {schema}.outbox_ordering_keys FROM {ingress}, {worker}, {publisher}, {operator}",
+                     {schema}.inbox_ordering_keys, {schema}.operator_actions, {schema}.console_inbox_dead,
+                     {schema}.console_outbox_dead
+FROM {ingress}, {worker}, {publisher}, {operator}, {console})",
+    "REVOKE ALL ON FUNCTION {schema}.failure_fingerprint(text, text) FROM {ingress}, {worker}, {publisher}, {operator}, {console}",
+    "REVOKE ALL ON FUNCTION {schema}.inbox_settle_keys(bigint[], uuid[], xid8) FROM {ingress}, {worker}, {publisher}, {operator}, {console}",
+    "REVOKE ALL ON FUNCTION {schema}.inbox_claim_fair(text, bigint, double precision, text, text) FROM {ingress}, {worker}, {publisher}, {operator}, {console}",
+    "REVOKE ALL ON TABLE {schema}.inbox_outage_probe FROM {ingress}, {worker}, {publisher}, {operator}, {console}",
+    "REVOKE ALL ON FUNCTION {schema}.inbox_outage_probe() FROM {ingress}, {worker}, {publisher}, {operator}, {console}",
+    "REVOKE ALL ON TABLE {schema}.outbox_ordering_keys FROM {ingress}, {worker}, {publisher}, {operator}, {console}",
 };
 
 inline constexpr const char* kGrant[] = {
     // USAGE only: no runtime role may CREATE in the schema.
-    "GRANT USAGE ON SCHEMA {schema} TO {ingress}, {worker}, {publisher}, {operator}",
-    // The readiness check (/readyz "migrations") of every process.
-    "GRANT SELECT ON TABLE {schema}.schema_migrations TO {ingress}, {worker}, {publisher}, {operator}",
+    "GRANT USAGE ON SCHEMA {schema} TO {ingress}, {worker}, {publisher}, {operator}, {console}",
+    // The readiness check (/readyz "migrations") of every process, and the console's health panel.
+    "GRANT SELECT ON TABLE {schema}.schema_migrations TO {ingress}, {worker}, {publisher}, {operator}, {console}",
 
     // ingress: accept and accept_many. INSERT of the identity and content columns only (the
     // state columns take their defaults: a new receipt is PENDING). SELECT of the columns
@@ -149,13 +154,13 @@ TO {publisher})",
     // UPDATE on a view needs UPDATE on it) and update the tables' state and audit columns.
     R"(GRANT SELECT, DELETE,
       UPDATE (status, attempts, finished_attempts, available_at, dead_reason, replay_count,
-              last_replayed_at, last_replayed_by, discarded_at, discarded_by, key_released_at, updated_at,
-              outage_hand_backs)
+              last_replayed_at, last_replayed_by, discarded_at, discarded_by, key_released_at, key_released_by,
+              updated_at, outage_hand_backs)
 ON TABLE {schema}.inbox_receipts
 TO {operator})",
     // operator: blocked keys (status, dead unblock); every Runtime's backlog collector:
     // the blocked-keys gauges. Read only: the key-order trigger writes it as its owner.
-    "GRANT SELECT ON TABLE {schema}.inbox_ordering_keys TO {ingress}, {worker}, {publisher}, {operator}",
+    "GRANT SELECT ON TABLE {schema}.inbox_ordering_keys TO {ingress}, {worker}, {publisher}, {operator}, {console}",
     R"(GRANT SELECT, DELETE,
       UPDATE (status, attempts, available_at, dead_reason, replay_count,
               last_replayed_at, last_replayed_by, discarded_at, discarded_by, updated_at)
@@ -167,7 +172,25 @@ TO {operator})",
     // owner, so no runtime role can freeze or release another tenant's key by hand.
     "GRANT SELECT ON TABLE {schema}.outbox_ordering_keys TO {publisher}, {operator}",
     // The views call it with the querying role's privileges.
-    "GRANT EXECUTE ON FUNCTION {schema}.failure_fingerprint(text, text) TO {operator}",
+    "GRANT EXECUTE ON FUNCTION {schema}.failure_fingerprint(text, text) TO {operator}, {console}",
+    // operator: the console records each action as it takes it. The id is an identity
+    // column, whose sequence needs no grant of its own.
+    "GRANT SELECT, INSERT ON TABLE {schema}.operator_actions TO {operator}",
+
+    // console: the operator console's reads (ops/src/console_queries.hpp, docs/console.md).
+    // The DEAD records through the payload-free views only; of the tables, the columns its
+    // overview counts and orders by, the ids and states, and the error texts (which the
+    // DEAD views show anyway): never payload, metadata, headers or the content fingerprint.
+    "GRANT SELECT ON TABLE {schema}.console_inbox_dead, {schema}.console_outbox_dead TO {console}",
+    "GRANT SELECT ON TABLE {schema}.backlog_snapshot, {schema}.operator_actions TO {console}",
+    R"(GRANT SELECT (id, scope_kind, scope_id, consumer, status, available_at, completed_at, updated_at,
+              attempts, last_error_type, last_error, ordering_key, discarded_at)
+ON TABLE {schema}.inbox_receipts
+TO {console})",
+    R"(GRANT SELECT (id, status, topic, event_type, created_at, published_at, updated_at, attempts,
+              dead_reason, last_error, discarded_at)
+ON TABLE {schema}.outbox_events
+TO {console})",
     // worker: a batch's key settlement (0021), before its completion; it runs as its owner.
     "GRANT EXECUTE ON FUNCTION {schema}.inbox_settle_keys(bigint[], uuid[], xid8) TO {worker}",
     // worker: the fair claim (0026); it runs with the worker's own privileges on the inbox.

@@ -87,12 +87,13 @@ LIMIT $1::bigint
 )sql";
 
 // `boxcar dead unblock KEY`: the DEAD receipt that blocks key $2 (of consumer $1, '' =
-// any; of scope kind $3 and id $4, $3 '' = any scope) stops blocking it; the key-order
-// trigger (0034) then promotes the key's next receipt. The receipt stays DEAD, listed and
-// replayable.
+// any; of scope kind $3 and id $4, $3 '' = any scope) stops blocking it, released by $5;
+// the key-order trigger (0034) then promotes the key's next receipt. The receipt stays
+// DEAD, listed and replayable.
 inline constexpr const char* kUnblockKey = R"sql(
 UPDATE {schema}.inbox_receipts AS r
 SET key_released_at = pg_catalog.now(),
+    key_released_by = $5::text,
     updated_at = pg_catalog.now()
 FROM {schema}.inbox_ordering_keys AS k
 WHERE k.ordering_key = $2::text

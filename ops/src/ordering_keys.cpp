@@ -47,6 +47,7 @@ std::vector<BlockedKey> blocked_keys(ConnectionPool& pool, const std::string& sc
 
 std::vector<UnblockedKey> unblock_key(ConnectionPool& pool, const std::string& schema, const UnblockRequest& request) {
   if (request.key.empty()) throw OperatorError("UNBLOCK_KEY_REQUIRED", "dead unblock needs the ordering key");
+  if (request.actor.empty()) throw OperatorError("DEAD_ACTOR_REQUIRED", "dead unblock needs an actor");
   const std::string sql = detail::operator_statement(detail::operator_sql::kUnblockKey, schema);
   const std::string scope_kind = request.scope ? to_string(request.scope->kind) : "";
   const std::string scope_id = request.scope ? request.scope->id : "";
@@ -54,7 +55,7 @@ std::vector<UnblockedKey> unblock_key(ConnectionPool& pool, const std::string& s
     pqxx::work tx(c);
     std::vector<UnblockedKey> released;
     std::set<std::string> scopes;
-    for (const auto& row : tx.exec_params(sql, request.consumer, request.key, scope_kind, scope_id)) {
+    for (const auto& row : tx.exec_params(sql, request.consumer, request.key, scope_kind, scope_id, request.actor)) {
       released.push_back({.consumer = row["consumer"].as<std::string>(),
                           .scope = scope_of(row),
                           .receipt_id = row["id"].as<std::int64_t>()});
@@ -68,7 +69,7 @@ std::vector<UnblockedKey> unblock_key(ConnectionPool& pool, const std::string& s
                                                         std::to_string(scopes.size()) + " scopes (" + named +
                                                         "): name one, or release it in every scope");
     }
-    tx.commit();
+    if (!request.dry_run) tx.commit();  // a dry run's transaction rolls back as it goes
     return released;
   });
 }

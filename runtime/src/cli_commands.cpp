@@ -178,6 +178,7 @@ void add_dead_unblock(CommandTree& tree, CLI::App& dead, std::ostream& out) {
     std::string key;
     std::string consumer;
     std::string scope;
+    std::string actor = default_actor();  // an explicit empty --actor is refused (DEAD_ACTOR_REQUIRED)
     bool every_scope = false;
     bool json = false;
   };
@@ -187,7 +188,8 @@ void add_dead_unblock(CommandTree& tree, CLI::App& dead, std::ostream& out) {
     const UnblockRequest request{.key = o->key,
                                  .consumer = o->consumer,
                                  .scope = o->scope.empty() ? std::nullopt : parse_scope(o->scope),
-                                 .every_scope = o->every_scope};
+                                 .every_scope = o->every_scope,
+                                 .actor = o->actor};
     auto pool = operator_pool(config);
     const auto released = unblock_key(*pool, config.schema, request);
     if (o->json) {
@@ -228,6 +230,8 @@ void add_dead_unblock(CommandTree& tree, CLI::App& dead, std::ostream& out) {
         return parse_scope(value) ? std::string() : "expects global or tenant:ID, got '" + value + "'";
       });
   command.add_flag("--every-scope", o->every_scope, "release the key in every scope that has it blocked");
+  command.add_option("--actor", o->actor, "who releases it, recorded on the receipt (default cli:$USER)")
+      ->type_name("NAME");
   command.add_flag("--json", o->json, "print the released receipts as JSON");
 }
 

@@ -13,7 +13,8 @@ void drop_roles(const std::string& url, const RolesOptions& options) {
   try {
     pqxx::connection connection(url);
     pqxx::work tx(connection);
-    for (const auto& role : {names.migrator, names.ingress, names.worker, names.publisher, names.operator_}) {
+    for (const auto& role :
+         {names.migrator, names.ingress, names.worker, names.publisher, names.operator_, names.console}) {
       if (!tx.exec_params1("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1)", role)[0].as<bool>())
         continue;
       const std::string quoted = quote_identifier(role);

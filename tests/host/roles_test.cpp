@@ -39,7 +39,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// A migrated schema, its five group roles (apply_roles, as the superuser that migrated)
+// A migrated schema, its six group roles (apply_roles, as the superuser that migrated)
 // and one LOGIN user per role, all dropped again at the end.
 class RolesFixture {
  public:
@@ -388,7 +388,8 @@ TEST_CASE(
   const std::vector<std::string> environment = {"BOXCAR_LOG_LEVEL=warn"};
   const auto roles = [&] {
     return db.scalar("SELECT count(*) FROM pg_roles WHERE rolname IN ('" + prefix + "migrator', '" + prefix +
-                     "ingress', '" + prefix + "worker', '" + prefix + "publisher', '" + prefix + "operator')");
+                     "ingress', '" + prefix + "worker', '" + prefix + "publisher', '" + prefix + "operator', '" +
+                     prefix + "console')");
   };
 
   const auto bad = run_process(
@@ -404,7 +405,7 @@ TEST_CASE(
       environment);
   INFO(run.output);
   CHECK(run.exit_code == 0);
-  CHECK(roles() == 5);
+  CHECK(roles() == 6);
   CHECK(db.scalar("SELECT count(*) FROM pg_namespace WHERE nspname = '" + schema +
                   "' AND pg_get_userbyid(nspowner) = '" + prefix + "migrator'") == 1);
   drop_roles(db.url(), {.schema = schema, .role_prefix = prefix});

@@ -259,10 +259,22 @@ TEST_CASE("under block a poisoned key stays blocked behind its DEAD head until u
   CHECK(e.value("boxcar_inbox_receipts", {{"consumer", kConsumer}, {"status", "WAITING"}}) == 2);
 
   // Releasing the key lets the rest run; the poison stays DEAD and replayable.
-  CHECK(unblock_key(*s.pool, s.db.schema(), {.key = "good1"}).empty());  // not blocked: nothing to release
-  const auto released = unblock_key(*s.pool, s.db.schema(), {.key = "bad", .consumer = kConsumer});
+  CHECK(unblock_key(*s.pool, s.db.schema(), {.key = "good1", .actor = "test"})
+            .empty());  // not blocked: nothing to release
+  CHECK_THROWS_AS(unblock_key(*s.pool, s.db.schema(), {.key = "bad", .consumer = kConsumer}), OperatorError);
+  // A dry run names what it would release and releases nothing.
+  const auto planned =
+      unblock_key(*s.pool, s.db.schema(), {.key = "bad", .consumer = kConsumer, .actor = "alice", .dry_run = true});
+  REQUIRE(planned.size() == 1);
+  CHECK(blocked_keys(*s.pool, s.db.schema()).size() == 1);
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE key_released_at IS NOT NULL") == 0);
+  const auto released = unblock_key(*s.pool, s.db.schema(), {.key = "bad", .consumer = kConsumer, .actor = "alice"});
   REQUIRE(released.size() == 1);
   CHECK(released[0].consumer == kConsumer);
+  CHECK(released[0].receipt_id == planned[0].receipt_id);
+  // Who released it is recorded beside when.
+  CHECK(s.db.scalar("SELECT count(*) FROM {schema}.inbox_receipts WHERE message_id = 'bad-0' "
+                    "AND key_released_by = 'alice' AND key_released_at IS NOT NULL") == 1);
   // bad-1 is poisoned too: it runs, goes DEAD and blocks the key in its turn.
   REQUIRE(eventually([&] { return s.status_of("bad-1") == "DEAD"; }, 30s));
   std::this_thread::sleep_for(300ms);
@@ -466,7 +478,7 @@ TEST_CASE("a key blocked in two scopes is released in one named scope, and only 
 
   // No scope named: two tenants' keys match, so nothing is released.
   try {
-    unblock_key(*s.pool, s.db.schema(), {.key = "7"});
+    unblock_key(*s.pool, s.db.schema(), {.key = "7", .actor = "test"});
     FAIL("a key blocked in two scopes was released without naming one");
   } catch (const OperatorError& e) {
     CHECK(e.code() == "UNBLOCK_SCOPE_REQUIRED");
@@ -488,7 +500,7 @@ TEST_CASE("a key blocked in two scopes is released in one named scope, and only 
     CHECK(e.value("boxcar_inbox_blocked_keys_by_scope", {{"consumer", kConsumer}, {"scope", "tenant:B"}}) == 1);
   }
 
-  const auto released = unblock_key(*s.pool, s.db.schema(), {.key = "7", .scope = Scope::tenant("B")});
+  const auto released = unblock_key(*s.pool, s.db.schema(), {.key = "7", .scope = Scope::tenant("B"), .actor = "test"});
   REQUIRE(released.size() == 1);
   CHECK(released[0].scope == Scope::tenant("B"));
   CHECK(s.status_of("B:7-1") == "PENDING");
@@ -503,7 +515,7 @@ TEST_CASE("a key blocked in two scopes is released in one named scope, and only 
   }
 
   // One scope left: no scope needs naming.
-  const auto rest = unblock_key(*s.pool, s.db.schema(), {.key = "7"});
+  const auto rest = unblock_key(*s.pool, s.db.schema(), {.key = "7", .actor = "test"});
   REQUIRE(rest.size() == 1);
   CHECK(rest[0].scope == Scope::tenant("A"));
   CHECK(s.status_of("A:7-1") == "PENDING");

@@ -1,5 +1,5 @@
 // Least-privilege group roles for one migrated schema (docs/security.md, section 2;
-// docs/operations.md, "Roles"). apply_roles() creates, when missing, five NOLOGIN group
+// docs/operations.md, "Roles"). apply_roles() creates, when missing, six NOLOGIN group
 // roles named <role_prefix><name>:
 //
 //   migrator   owns the schema and Boxcar's objects in it (DDL, `boxcar migrate`)
@@ -8,8 +8,12 @@
 //              columns) on the inbox; INSERT into the outbox (and SELECT of its id, for
 //              RETURNING)
 //   publisher  the outbox only: SELECT and UPDATE (the state columns)
-//   operator   status, dead (list, show, retry, discard) and purge: SELECT, DELETE and
-//              UPDATE (the state and audit columns) on both tables and the DEAD views
+//   operator   status, dead (list, show, retry, discard, unblock) and purge: SELECT, DELETE
+//              and UPDATE (the state and audit columns) on both tables and the DEAD views;
+//              the console's actions, recorded in operator_actions
+//   console    the operator console's reads (docs/console.md): the payload-free DEAD views,
+//              the backlog figures, the ordering keys, the action record and the columns
+//              of the tables its overview counts by; never a payload, metadata or header
 //
 // Every runtime role also reads schema_migrations (readiness) and has USAGE on the
 // schema; none of them may CREATE in it. Deployments GRANT these group roles to their
@@ -36,10 +40,10 @@ struct RolesOptions {
   std::string role_prefix = "boxcar_";
 };
 
-/// The five role names for `options`, in the order migrator, ingress, worker, publisher,
-/// operator. @throws ConfigError("roles.role_prefix") for a bad prefix.
+/// The six role names for `options`, in the order migrator, ingress, worker, publisher,
+/// operator, console. @throws ConfigError("roles.role_prefix") for a bad prefix.
 struct RoleNames {
-  std::string migrator, ingress, worker, publisher, operator_;
+  std::string migrator, ingress, worker, publisher, operator_, console;
 };
 RoleNames role_names(const RolesOptions& options);
 

@@ -60,15 +60,21 @@ struct UnblockRequest {
   /// releasing them all takes `every_scope`.
   std::optional<Scope> scope{};
   bool every_scope = false;
+  /// Who releases it, recorded on each released receipt (key_released_by); required.
+  std::string actor{};
+  /// Finds and returns what would be released, and releases nothing (the transaction is
+  /// rolled back).
+  bool dry_run = false;
 };
 
 /// Releases the key of `request` from the DEAD receipt that blocks it: the key's next
 /// receipt becomes claimable. Empty when no DEAD head blocks the key (a RETRYABLE head is
 /// still being retried: see blocked_keys). One transaction; the released receipts record
-/// when (key_released_at) and stay DEAD and replayable.
+/// when and by whom (key_released_at, key_released_by) and stay DEAD and replayable.
 /// @throws OperatorError UNBLOCK_SCOPE_REQUIRED (no scope, not every_scope, and the key is
 ///   blocked in more than one scope: nothing was released), UNBLOCK_KEY_REQUIRED (empty
-///   key); ConfigError for an invalid schema name; DatabaseError.
+///   key), DEAD_ACTOR_REQUIRED (empty actor); ConfigError for an invalid schema name;
+///   DatabaseError.
 std::vector<UnblockedKey> unblock_key(ConnectionPool& pool, const std::string& schema, const UnblockRequest& request);
 
 }  // namespace boxcar
