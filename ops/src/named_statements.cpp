@@ -3,6 +3,7 @@
 #include "boxcar/ops/detail/named_statements.hpp"
 
 #include "backlog_queries.hpp"
+#include "console_queries.hpp"
 #include "operator_queries.hpp"
 #include "retention_queries.hpp"
 
@@ -50,7 +51,26 @@ std::vector<NamedStatement> ops_statements() {
           {"retention.partitions", retention_sql::kPartitions},
           {"retention.partition_retirable", retention_sql::kPartitionRetirable},
           {"retention.table_owner", retention_sql::kTableOwner},
-          {"retention.try_leader_lock", retention_sql::kTryLeaderLock}};
+          {"retention.try_leader_lock", retention_sql::kTryLeaderLock},
+          {"console.backlog_figures", console_sql::kBacklogFigures},
+          {"console.completion_rates", console_sql::kCompletionRates},
+          {"console.delivery_rate", console_sql::kDeliveryRate},
+          {"console.recent_outbox_errors", console_sql::kRecentOutboxErrors},
+          {"console.top_tenants", console_sql::kTopTenants},
+          {"console.inbox_groups", console_sql::kInboxGroups},
+          {"console.outbox_groups", console_sql::kOutboxGroups},
+          {"console.inbox_group_page", console_sql::kInboxGroupPage},
+          {"console.outbox_group_page", console_sql::kOutboxGroupPage},
+          {"console.inbox_receipt", console_sql::kInboxReceipt},
+          {"console.outbox_event", console_sql::kOutboxEvent},
+          {"console.blocked_keys", console_sql::kBlockedKeys},
+          {"console.recent_actions", console_sql::kRecentActions},
+          {"console.record_action", console_sql::kRecordAction},
+          {"health.xmin_holders", console_sql::kXminHolders},
+          {"health.replication_slots", console_sql::kReplicationSlots},
+          {"health.table_health", console_sql::kTableHealth},
+          {"health.notify_queue", console_sql::kNotifyQueue},
+          {"health.lock_waits", console_sql::kLockWaits}};
 }
 
 }  // namespace boxcar::detail

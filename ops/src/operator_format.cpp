@@ -7,9 +7,10 @@
 #include <sstream>
 
 #include "boxcar/ops/operator.hpp"
+#include "operator_support.hpp"
 
 namespace boxcar {
-namespace {
+namespace detail {
 
 // RFC 3339 UTC; `millis` adds ".mmm" (JSON keeps them, tables do not need them).
 std::string format_time(Timestamp t, bool millis) {
@@ -36,6 +37,13 @@ std::string format_time(Timestamp t, bool millis) {
 nlohmann::json time_json(const std::optional<Timestamp>& t) {
   return t ? nlohmann::json(format_time(*t, true)) : nlohmann::json(nullptr);
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::format_time;
+using detail::time_json;
 
 // "0s", "42s", "5m07s", "3h04m", "2d03h": an age at a glance.
 std::string format_age(std::chrono::milliseconds age) {
@@ -136,6 +144,15 @@ std::string to_table(const StatusReport& report) {
              {{n(o.pending), n(o.waiting), n(o.publishing), n(o.retryable), n(o.published), n(o.dead), n(o.discarded),
                format_age(o.oldest_unpublished_age)}},
              0);
+  if (report.xmin_holder) {
+    const auto& h = *report.xmin_holder;
+    out += "\nXMIN HORIZON (held back by this session: VACUUM keeps every row finished after its snapshot)\n";
+    out += render({"PID", "APPLICATION", "USER", "STATE", "XMIN AGE", "TRANSACTION AGE", "QUERY START"},
+                  {{std::to_string(h.pid), h.application_name.empty() ? "-" : h.application_name,
+                    h.user.empty() ? "-" : h.user, h.state.empty() ? "-" : h.state, n(h.xmin_age),
+                    format_age(h.transaction_age), h.query_start ? format_time(*h.query_start, false) : "-"}},
+                  4);
+  }
   return out;
 }
 
@@ -178,6 +195,7 @@ nlohmann::json to_json(const StatusReport& report) {
   return {{"format_version", kStatusFormatVersion},
           {"schema", report.schema},
           {"blocked_keys", blocked},
+          {"xmin_holder", report.xmin_holder ? to_json(*report.xmin_holder) : nlohmann::json(nullptr)},
           {"inbox",
            {{"consumers", consumers},
             {"totals",

@@ -66,6 +66,8 @@ StatusReport status(ConnectionPool& pool, const std::string& schema,
           out.oldest_unpublished_age, std::chrono::milliseconds(row["oldest_unpublished_age_ms"].as<std::int64_t>()));
     }
     report.blocked_keys = detail::read_blocked_keys(tx, schema, 100);
+    const auto holders = detail::read_xmin_holders(tx, 1);
+    if (!holders.empty()) report.xmin_holder = holders.front();
     tx.commit();
   });
   for (auto& [name, entry] : consumers) report.inbox.push_back(std::move(entry));

@@ -11,8 +11,10 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "boxcar/ops/database_health.hpp"
 #include "boxcar/ops/ordering_keys.hpp"
 #include "boxcar/ops/record_kind.hpp"
 #include "boxcar/core/connection_pool.hpp"
@@ -47,6 +49,15 @@ inline std::string operator_statement(const char* sql, const std::string& schema
 /// Keys whose head failed, longest blocked first (ordering_keys.cpp), in the caller's
 /// transaction: `boxcar status` reads them in its own snapshot.
 std::vector<BlockedKey> read_blocked_keys(pqxx::transaction_base& tx, const std::string& schema, std::size_t limit);
+
+/// The sessions holding back the xmin horizon, oldest first (database_health.cpp), in
+/// the caller's transaction: `boxcar status` reads them in its own snapshot.
+std::vector<XminHolder> read_xmin_holders(pqxx::transaction_base& tx, std::size_t limit);
+
+/// RFC 3339 UTC ("2026-01-02T03:04:05Z"); `millis` adds ".mmm" (operator_format.cpp).
+std::string format_time(Timestamp t, bool millis);
+/// format_time(*t, true), or null.
+nlohmann::json time_json(const std::optional<Timestamp>& t);
 
 inline Timestamp from_micros(std::int64_t micros) {
   return Timestamp(std::chrono::duration_cast<Timestamp::duration>(std::chrono::microseconds(micros)));

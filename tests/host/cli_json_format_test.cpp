@@ -8,11 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
 
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/outbox/outbox_emitter.hpp"
@@ -75,10 +77,13 @@ nlohmann::json run_json(const TestDatabase& db, const std::vector<std::string>& 
   return nlohmann::json::parse(result.output);
 }
 
-// A schema where every array of the documents has an element: a consumer with a DEAD
-// receipt, an ordering key blocked by a DEAD head, a DEAD outbox event.
+// A schema where every array and object of the documents has its fields: a consumer with
+// a DEAD receipt, an ordering key blocked by a DEAD head, a DEAD outbox event, and a
+// session holding a snapshot open (status's xmin_holder).
 struct Everything {
   TestDatabase db;
+  std::unique_ptr<pqxx::connection> holder;
+  std::unique_ptr<pqxx::transaction<pqxx::repeatable_read>> snapshot;
 
   Everything() {
     Inbox inbox(db.pool(), {.schema = db.schema(),
@@ -116,6 +121,9 @@ struct Everything {
     db.query(
         "UPDATE {schema}.outbox_events SET status = 'DEAD', dead_reason = 'ATTEMPTS_EXHAUSTED', attempts = 5, "
         "last_error = 'broker down'");
+    holder = std::make_unique<pqxx::connection>(db.url());
+    snapshot = std::make_unique<pqxx::transaction<pqxx::repeatable_read>>(*holder);
+    snapshot->exec("SELECT 1");
   }
 };
 
@@ -128,6 +136,7 @@ TEST_CASE("status --json prints format_version 1 and exactly the fields docs/ope
   CHECK(document.at("format_version") == kStatusFormatVersion);
   REQUIRE(document.at("blocked_keys").size() == 1);  // so its elements' fields are compared too
   REQUIRE(document.at("inbox").at("consumers").size() == 2);
+  REQUIRE(document.at("xmin_holder").is_object());
 
   std::set<std::string> documented;
   for (const auto& [field, type] : documented_fields("### `boxcar status --json`")) documented.insert(field);

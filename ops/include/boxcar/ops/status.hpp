@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "boxcar/core/connection_pool.hpp"
+#include "boxcar/ops/database_health.hpp"
 #include "boxcar/ops/ordering_keys.hpp"
 #include "boxcar/ops/record_kind.hpp"
 
@@ -59,6 +60,9 @@ struct StatusReport {
   OutboxStatus outbox{};
   /// Ordering keys whose head has failed, longest blocked first (at most 100).
   std::vector<BlockedKey> blocked_keys{};
+  /// The session holding back the xmin horizon the longest (another than status's own),
+  /// if any: while it stays open, VACUUM cannot remove the rows finished after it began.
+  std::optional<XminHolder> xmin_holder{};
 };
 
 /// Counts every receipt and event by status in one read-only REPEATABLE READ snapshot.
@@ -75,8 +79,8 @@ std::string to_table(const StatusReport& report);
 /// adding a field keeps it (docs/operator.md, "JSON formats").
 inline constexpr int kStatusFormatVersion = 1;
 
-/// {"format_version", "schema", "blocked_keys": [...], "inbox": {"consumers": [...],
-/// "totals": {...}}, "outbox": {...}}; ages in seconds (`oldest_due_age_seconds`,
+/// {"format_version", "schema", "blocked_keys": [...], "xmin_holder": {...} or null,
+/// "inbox": {"consumers": [...], "totals": {...}}, "outbox": {...}}; ages in seconds (`oldest_due_age_seconds`,
 /// `oldest_unpublished_age_seconds`). docs/operator.md lists every field.
 nlohmann::json to_json(const StatusReport& report);
 

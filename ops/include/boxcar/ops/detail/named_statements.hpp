@@ -8,7 +8,8 @@
 
 namespace boxcar::detail {
 
-/// backlog_queries.hpp (the backlog collector) and operator_queries.hpp (status, dead records, retention).
+/// backlog_queries.hpp (the backlog collector), operator_queries.hpp (status, dead records, retention) and
+/// console_queries.hpp (the operator console, database health).
 std::vector<NamedStatement> ops_statements();
 
 }  // namespace boxcar::detail
