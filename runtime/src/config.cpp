@@ -17,6 +17,11 @@ extern char** environ;
 namespace boxcar {
 namespace {
 
+// A secret that may come only from the environment: a configuration file or a flag ends up
+// in version control, a process list or a shell history. (An empty value, which sets
+// nothing secret, is let through.)
+constexpr const char* kEnvironmentOnly = "console.admin_token";
+
 void apply(RuntimeConfig& config, const std::string& key, const std::string& value) {
   const ConfigKey* found = find_config_key(key);
   if (found == nullptr) throw ConfigError(key, "is not a Boxcar configuration key");
@@ -100,6 +105,9 @@ void apply_config_file(RuntimeConfig& config, std::string_view json_text, const 
   for (const auto& [key, value] : pairs) {
     // {"": ...} flattens to the empty key, and an error naming "" names nothing (found by tests/fuzz).
     if (key.empty()) throw ConfigError("config.file", "'" + file + "' has a member with an empty name");
+    if (key == kEnvironmentOnly && !value.empty())
+      throw ConfigError(key,
+                        "is a secret: set BOXCAR_CONSOLE_ADMIN_TOKEN or console.admin_token_file, not '" + file + "'");
     apply(config, key, value);
   }
 }
@@ -129,8 +137,11 @@ RuntimeConfig load_config(const ConfigSources& sources) {
   apply_environment(config, env_values);
 
   // 3. Flags.
-  for (const auto& [key, value] : sources.flags)
+  for (const auto& [key, value] : sources.flags) {
+    if (key == kEnvironmentOnly && !value.empty())
+      throw ConfigError(key, "is a secret: set BOXCAR_CONSOLE_ADMIN_TOKEN or console.admin_token_file, not a flag");
     if (key != "config") apply(config, key, value);
+  }
 
   validate(config);
   apply_pooler_settings(config);

@@ -483,6 +483,38 @@ std::vector<ConfigKey> build_table() {
       text(
           "http.listen", "HOST:PORT", [](auto& c) -> auto& { return c.http.listen; },
           "/metrics, /healthz, /readyz; port 0 picks one; empty disables", check_listen),
+      boolean(
+          "console.enabled", [](auto& c) -> auto& { return c.console.enabled; },
+          "serve the operator console (a web page and its JSON API under /api/v1/) in this process; off: no "
+          "thread, no route, no query (docs/console.md)"),
+      number(
+          "console.port", [](auto& c) -> auto& { return c.console.port; },
+          "the console's port, on the host(s) of http.listen (127.0.0.1 when it is empty); 0 picks one", 0),
+      text(
+          "console.admin_token", "secret", [](auto& c) -> auto& { return c.console.admin_token; },
+          "the secret that allows the console's actions, compared in constant time; only from the environment "
+          "(never a file or flag); empty: read-only (docs/console.md)",
+          [](const std::string&, const std::string&) {}),
+      text(
+          "console.admin_token_file", "absolute path or empty",
+          [](auto& c) -> auto& { return c.console.admin_token_file; },
+          "a file holding the admin token (instead of BOXCAR_CONSOLE_ADMIN_TOKEN), read when the console starts",
+          [](const std::string& k, const std::string& v) {
+            if (!v.empty() && v.front() != '/') throw ConfigError(k, "expects an absolute path, got '" + v + "'");
+          }),
+      text(
+          "console.database_url", "libpq URL or empty", [](auto& c) -> auto& { return c.console.database_url; },
+          "the connection of the console's reads, as a user holding the console role (docs/security.md); empty: "
+          "database.url",
+          check_optional_url),
+      text(
+          "console.operator_url", "libpq URL or empty", [](auto& c) -> auto& { return c.console.operator_url; },
+          "the connection of the console's actions and of an admin's payload reads, as a user holding the operator "
+          "role; empty: database.url",
+          check_optional_url),
+      millis(
+          "console.refresh_ms", [](auto& c) -> auto& { return c.console.refresh; },
+          "how often the console page refreshes its panels"),
       millis(
           "probes.readiness_interval_ms", [](auto& c) -> auto& { return c.probes.readiness_interval; },
           "pause between background readiness checks; /readyz serves the last verdict and its age"),
@@ -544,6 +576,21 @@ std::vector<ConfigKey> build_table() {
   keys[1].show = [](const RuntimeConfig& c) {
     return Shown{{"database.session_url", c.pool.session_url.empty() ? "" : redact_url(c.pool.session_url)}};
   };
+  for (auto& key : keys) {
+    if (key.name == "console.admin_token") {
+      key.secret = true;
+      key.show = [](const RuntimeConfig& c) {
+        return Shown{{"console.admin_token", c.console.admin_token.empty() ? "" : "***"}};
+      };
+    } else if (key.name == "console.database_url" || key.name == "console.operator_url") {
+      key.secret = true;
+      const bool reads = key.name == "console.database_url";
+      key.show = [reads](const RuntimeConfig& c) {
+        const std::string& url = reads ? c.console.database_url : c.console.operator_url;
+        return Shown{{reads ? "console.database_url" : "console.operator_url", url.empty() ? "" : redact_url(url)}};
+      };
+    }
+  }
   return keys;
 }
 
@@ -581,7 +628,9 @@ std::string reference_table() {
   const auto code = [](const std::string& text) { return text.empty() ? std::string() : "`" + text + "`"; };
   for (const auto& key : config_keys()) {
     std::string doc = key.doc;
-    if (key.secret && key.family.empty()) doc += " (its password is redacted in `config check`)";
+    if (key.secret && key.family.empty())
+      doc += key.type.find("URL") != std::string::npos ? " (its password is redacted in `config check`)"
+                                                       : " (redacted in `config check`)";
     out += "| " + code(key.name) + " | " + escape_cell(key.type) + " | " + code(key.env) + " | " +
            (key.required ? key.default_value() : code(escape_cell(key.default_value()))) + " | " + escape_cell(doc) +
            " |\n";

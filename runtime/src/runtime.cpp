@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "boxcar/ops/backlog_collector.hpp"
+#include "boxcar/runtime/console_server.hpp"
 #include "boxcar/runtime/http_server.hpp"
 #include "boxcar/runtime/probes.hpp"
 #include "boxcar/inbox/worker.hpp"
@@ -65,6 +66,7 @@ struct Runtime::Impl {
   std::unique_ptr<BacklogCollector> collector;
   std::unique_ptr<Janitor> janitor;
   std::unique_ptr<HttpServer> http;
+  std::unique_ptr<ConsoleServer> console;
   bool started = false;
   mutable std::mutex probes_mutex;  // guards only the pointer below
   std::shared_ptr<const RuntimeProbes> probes;
@@ -116,6 +118,23 @@ std::size_t max_record_bytes(const RuntimeConfig& config) {
   } catch (const std::exception&) {
   }
   throw ConfigError("kafka.message.max.bytes", "expects a whole number of bytes, got '" + set->second + "'");
+}
+
+// The console's two small pools: reads as the console role (console.database_url), actions
+// as the operator role (console.operator_url); each the runtime's pool when not set.
+// Neither competes with the handlers for the runtime's connections.
+std::unique_ptr<ConsoleServer> start_console(const RuntimeConfig& c) {
+  const auto pool_for = [&](const std::string& url) {
+    PoolOptions options = c.pool;
+    options.url = url.empty() ? c.pool.url : url;
+    options.size = 2;
+    return ConnectionPool::create(std::move(options));
+  };
+  return std::make_unique<ConsoleServer>(c.console, console_listen(c.http.listen, c.console.port),
+                                         ConsoleSources{.schema = c.schema,
+                                                        .consumers = c.consumers,
+                                                        .reads = pool_for(c.console.database_url),
+                                                        .writes = pool_for(c.console.operator_url)});
 }
 
 }  // namespace
@@ -226,6 +245,8 @@ void Runtime::start(Role role, std::vector<HandlerRegistration> handlers) {
   if (!c.http.listen.empty())
     impl_->http = std::make_unique<HttpServer>(
         c.http, impl_->metrics, [this] { return readiness(); }, [this] { return liveness(); });
+  // Disabled, the console costs nothing: no server, thread, pool or query exists.
+  if (c.console.enabled) impl_->console = start_console(c);
   impl_->collector->start();
   if (impl_->janitor) impl_->janitor->start();
   if (impl_->worker) impl_->worker->start();
@@ -246,6 +267,7 @@ void Runtime::stop() {
   if (impl_->publisher) impl_->publisher->stop();
   if (impl_->collector) impl_->collector->stop();
   if (impl_->janitor) impl_->janitor->stop();  // its session closes: another host's janitor takes over
+  impl_->console.reset();
   impl_->http.reset();
   std::shared_ptr<const RuntimeProbes> probes;
   {
@@ -263,5 +285,7 @@ std::uint64_t Runtime::abandoned_handlers() const {
 }
 
 int Runtime::http_port() const { return impl_->http ? impl_->http->port() : 0; }
+
+int Runtime::console_port() const { return impl_->console ? impl_->console->port() : 0; }
 
 }  // namespace boxcar

@@ -59,6 +59,9 @@ TEST_CASE("every configuration key rejects a malformed value with an error namin
       {"SOURCE [POLICY]", "cookie:/order/id"},
       {"custom setting name", "tenant_id"},
       {"trace|debug|info|warn|error|critical|off", "loud"},
+      // console.admin_token: any value from a flag (only the environment may set it).
+      {"secret", "from-a-flag"},
+      {"absolute path or empty", "token.txt"},
   };
   for (const auto& key : config_keys()) {
     if (key.name == "kafka.<property>") continue;  // librdkafka judges those: Publisher names kafka.<property>
@@ -142,7 +145,7 @@ TEST_CASE("every ConfigError key the libraries throw is a key of the configurati
   // own variable are named as such; everything else must be a real key.
   const std::set<std::string> arguments = {
       "handlers", "inbox.pool", "worker.pool", "outbox.pool", "publisher.pool", "backlog.pool", "backlog.metrics",
-      "kafka", "config.file", "BOXCAR_TEST_DATABASE_URL",
+      "kafka", "config.file", "BOXCAR_TEST_DATABASE_URL", "console.pool",
       // MigrateOptions a program passes to boxcar::migrate, and `boxcar migrate --role-prefix`.
       "migrate.lock_timeout", "migrate.max_lock_attempts", "migrate.target_version", "roles.role_prefix"};
   const std::regex thrown(R"re(ConfigError\(\s*"([^"]+)")re");

@@ -30,6 +30,11 @@ class Socket {
 }  // namespace
 
 HttpResponse http_request(int port, const std::string& method, const std::string& path) {
+  return http_send(port, method, path, {"Host: 127.0.0.1"}, "");
+}
+
+HttpResponse http_send(int port, const std::string& method, const std::string& path,
+                       const std::vector<std::string>& headers, const std::string& body) {
   Socket socket;
   timeval timeout{5, 0};
   ::setsockopt(socket.fd(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
@@ -41,8 +46,14 @@ HttpResponse http_request(int port, const std::string& method, const std::string
   if (::connect(socket.fd(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0)
     throw std::runtime_error("http_request: cannot connect to port " + std::to_string(port));
 
-  const std::string request =
-      method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+  std::string request = method + " " + path + " HTTP/1.1\r\n";
+  bool has_host = false;
+  for (const auto& header : headers) {
+    request += header + "\r\n";
+    has_host = has_host || header.rfind("Host:", 0) == 0;
+  }
+  if (!has_host) request += "Host: 127.0.0.1:" + std::to_string(port) + "\r\n";
+  request += "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   std::size_t sent = 0;
   while (sent < request.size()) {
     const auto n = ::send(socket.fd(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);

@@ -1,8 +1,9 @@
 // The one HTTP client of Boxcar's tests: a blocking HTTP/1.1 request over loopback, read to
-// EOF, for the /metrics, /healthz and /readyz endpoints.
+// EOF, for the /metrics, /healthz and /readyz endpoints and the console's API.
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace boxcar::testing {
 
@@ -20,5 +21,10 @@ HttpResponse http_request(int port, const std::string& method, const std::string
 
 /// http_request(port, "GET", path).
 HttpResponse http_get(int port, const std::string& path);
+
+/// `method path` with extra header lines ("Name: value", without CRLF) and `body`; Host is
+/// 127.0.0.1:port. Same timeouts and errors as http_request.
+HttpResponse http_send(int port, const std::string& method, const std::string& path,
+                       const std::vector<std::string>& headers, const std::string& body);
 
 }  // namespace boxcar::testing

@@ -26,6 +26,7 @@
 
 #include "boxcar/ops/backlog_collector.hpp"
 #include "boxcar/ops/janitor.hpp"
+#include "boxcar/runtime/console_server.hpp"
 #include "boxcar/runtime/http_server.hpp"
 #include "boxcar/inbox/inbox.hpp"
 #include "boxcar/runtime/probes.hpp"
@@ -71,6 +72,8 @@ struct RuntimeConfig {
   PublisherOptions publisher{};
   /// http.listen: /metrics, /healthz, /readyz; empty disables the HTTP server.
   HttpOptions http{};
+  /// console.*: the operator console (docs/console.md); off unless console.enabled.
+  ConsoleOptions console{};
   /// probes.*: how /readyz's cached verdict is refreshed and aged, and when /healthz
   /// calls a loop stalled.
   ProbeOptions probes{};
@@ -132,8 +135,8 @@ struct ConfigSources {
 
 /// Reads and validates the configuration.
 /// @throws ConfigError naming the key (e.g. "worker.concurrency", "http.listen",
-///   "config.file") for an unknown key in a file or flag, a malformed value, or a
-///   missing required one (database.url).
+///   "config.file") for an unknown key in a file or flag, a malformed value, a missing
+///   required one (database.url), or console.admin_token anywhere but the environment.
 RuntimeConfig load_config(const ConfigSources& sources = {});
 
 /// Applies the JSON text of a configuration file to `config`, as load_config does with

@@ -66,6 +66,8 @@ class Runtime {
 
   /// The bound HTTP port (0 when the server is disabled).
   int http_port() const;
+  /// The bound port of the operator console (0 unless console.enabled).
+  int console_port() const;
   /// What /readyz serves: the cached verdict of the background readiness check (every
   /// probes.readiness_interval_ms, from start()) with its age. The checks, in order:
   /// `database` (the check's own kept session answers), `migrations` (the schema is at
