@@ -32,5 +32,5 @@ export {
   RESERVED_HEADERS,
   DEFAULT_MAX_RECORD_BYTES,
 } from './outbox';
-export { status, StatusOptions, StatusDocument, STATUS_FORMAT_VERSION } from './status';
+export { status, StatusOptions, StatusDocument, XminHolder, STATUS_FORMAT_VERSION } from './status';
 export { uuidV7, isUuidV7 } from './uuid';

@@ -166,3 +166,23 @@ export function validateSchemaName(name: string): string {
 export function withSchema(sql: string, schema: string): string {
   return sql.split('{schema}').join(`"${validateSchemaName(schema)}"`);
 }
+
+// The session holding back the xmin horizon the longest in this database (the C++
+// kXminHolders of ops/src/console_queries.hpp with $1 = 1): the same snapshot as the counts.
+export const kXminHolder = `
+SELECT a.pid,
+       coalesce(a.application_name, '') AS application_name,
+       coalesce(a.usename::text, '') AS usename,
+       coalesce(a.datname::text, '') AS datname,
+       coalesce(a.state, '') AS state,
+       coalesce(a.backend_type, '') AS backend_type,
+       pg_catalog.age(coalesce(a.backend_xid, a.backend_xmin))::bigint AS xmin_age,
+       coalesce(EXTRACT(epoch FROM pg_catalog.now() - a.xact_start)::float8, 0) AS xact_age_seconds,
+       (EXTRACT(epoch FROM a.query_start) * 1000000::numeric)::bigint AS query_start_us
+FROM pg_catalog.pg_stat_activity AS a
+WHERE coalesce(a.backend_xid, a.backend_xmin) IS NOT NULL
+  AND a.datname = pg_catalog.current_database()
+  AND a.backend_type <> 'autovacuum worker'
+  AND a.pid <> pg_catalog.pg_backend_pid()
+ORDER BY pg_catalog.age(coalesce(a.backend_xid, a.backend_xmin)) DESC, a.pid
+LIMIT 1`;

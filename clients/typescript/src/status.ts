@@ -6,7 +6,7 @@
 import type { Pool, QueryResultRow } from 'pg';
 
 import { guardClient } from './database_errors';
-import { kBlockedKeys, kInboxStatus, kOutboxStatus, withSchema } from './queries';
+import { kBlockedKeys, kInboxStatus, kOutboxStatus, kXminHolder, withSchema } from './queries';
 import { scopeText } from './scope';
 
 /** The version of the document, "format_version" (C++ kStatusFormatVersion). */
@@ -45,10 +45,28 @@ export interface BlockedKeyStatus {
   blocked_seconds: number;
 }
 
+/** The session holding back the xmin horizon the longest (docs/operations.md): what keeps
+ * vacuum from removing dead rows. */
+export interface XminHolder {
+  pid: number;
+  application_name: string;
+  user: string;
+  database: string;
+  state: string;
+  backend_type: string;
+  /** Transactions since the session's xmin (or xid). */
+  xmin_age: number;
+  transaction_age_seconds: number;
+  /** ISO 8601 UTC with milliseconds, or null. */
+  query_start: string | null;
+}
+
 export interface StatusDocument {
   format_version: number;
   schema: string;
   blocked_keys: BlockedKeyStatus[];
+  /** null when no other session of this database holds a snapshot or an xid. */
+  xmin_holder: XminHolder | null;
   inbox: { consumers: InboxConsumerStatus[]; totals: InboxCounts };
   outbox: {
     pending: number;
@@ -109,6 +127,7 @@ export async function status(pool: Pool, options: StatusOptions = {}): Promise<S
   let inboxRows: QueryResultRow[];
   let outboxRows: QueryResultRow[];
   let blockedRows: QueryResultRow[];
+  let holderRows: QueryResultRow[];
   try {
     // One snapshot for both tables (and the blocked keys), so a message moving between
     // them is counted once.
@@ -116,6 +135,7 @@ export async function status(pool: Pool, options: StatusOptions = {}): Promise<S
     inboxRows = (await client.query(inboxSql)).rows;
     outboxRows = (await client.query(outboxSql)).rows;
     blockedRows = (await client.query(blockedSql, [kBlockedKeysListed, BLOCKED_KEY_WAITING_CAP])).rows;
+    holderRows = (await client.query(kXminHolder)).rows;
     await client.query('COMMIT');
     client.release();
   } catch (e) {
@@ -182,10 +202,28 @@ export async function status(pool: Pool, options: StatusOptions = {}): Promise<S
     blocked_seconds: Number(row.blocked_ms) / 1000,
   }));
 
+  const holder = holderRows[0];
+  const xminHolder: XminHolder | null = holder
+    ? {
+        pid: Number(holder.pid),
+        application_name: holder.application_name,
+        user: holder.usename,
+        database: holder.datname,
+        state: holder.state,
+        backend_type: holder.backend_type,
+        xmin_age: Number(holder.xmin_age),
+        // Whole milliseconds, as the C++ report keeps them.
+        transaction_age_seconds: Math.trunc(Number(holder.xact_age_seconds) * 1000) / 1000,
+        query_start:
+          holder.query_start_us === null ? null : new Date(Math.floor(Number(holder.query_start_us) / 1000)).toISOString(),
+      }
+    : null;
+
   return {
     format_version: STATUS_FORMAT_VERSION,
     schema,
     blocked_keys: blocked,
+    xmin_holder: xminHolder,
     inbox: { consumers: list, totals },
     outbox,
   };
