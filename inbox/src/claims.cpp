@@ -17,10 +17,18 @@ std::vector<ClaimedReceipt> Claims::claim(OwnedConsumer& consumer, std::size_t l
   std::lock_guard lane(consumer.lane);
   ++statements_;
   if (options_.metrics) options_.metrics->claim_statement(consumer.name);
-  if (!options_.fair_claims) return store_.claim(consumer.name, limit, options_.lease);
-  auto fair = store_.claim_fair(consumer.name, limit, options_.lease, consumer.cursor);
-  consumer.cursor = std::move(fair.next);
-  return std::move(fair.claims);
+  const auto sent = Clock::now();
+  std::vector<ClaimedReceipt> got;
+  if (options_.fair_claims) {
+    auto fair = store_.claim_fair(consumer.name, limit, options_.lease, consumer.cursor);
+    consumer.cursor = std::move(fair.next);
+    got = std::move(fair.claims);
+  } else {
+    got = store_.claim(consumer.name, limit, options_.lease);
+  }
+  if (options_.on_claim)
+    options_.on_claim(consumer.name, got.size(), std::chrono::duration<double>(Clock::now() - sent).count());
+  return got;
 }
 
 void Claims::count_claimed(const std::string& consumer, const std::vector<ClaimedReceipt>& got) {

@@ -225,6 +225,38 @@ TEST_CASE("a worker claims only the consumers it owns") {
   CHECK(s.status_of("o-1") == "PENDING");
 }
 
+TEST_CASE("the claim observer sees every claim statement with the consumer and the receipts it took") {
+  Setup s;
+  for (int i = 1; i <= 5; ++i) s.inbox.accept(message(kOrders, "o-" + std::to_string(i)));
+  struct Seen {
+    std::string consumer;
+    std::size_t claimed;
+    double seconds;
+  };
+  std::vector<Seen> seen;
+  auto options = s.options();
+  options.claim_limit = 2;
+  options.on_claim = [&](const std::string& consumer, std::size_t claimed, double seconds) {
+    seen.push_back({consumer, claimed, seconds});
+  };
+  Worker worker(s.pool, options, {s.writer()});
+  CHECK(worker.drain() == 5);
+  // Claims of 2, 2 and 1, then the empty one that ends the drain.
+  REQUIRE(seen.size() == 4);
+  CHECK(seen.size() == worker.stats().claim_statements);
+  std::size_t claimed = 0;
+  for (const auto& claim : seen) {
+    CHECK(claim.consumer == kOrders);
+    CHECK(claim.claimed <= 2);
+    CHECK(claim.seconds > 0);
+    CHECK(claim.seconds < 60);
+    claimed += claim.claimed;
+  }
+  CHECK(claimed == 5);
+  CHECK(claimed == worker.stats().claimed);
+  CHECK(seen.back().claimed == 0);
+}
+
 TEST_CASE("by default an enabled worker owns every declared consumer") {
   Setup s;
   s.inbox.accept(message(kOrders, "o-1"));

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -111,6 +112,13 @@ struct WorkerOptions {
   std::string tenant_setting{};
   /// Where outcomes, handler durations and claims are recorded; null: nowhere.
   std::shared_ptr<Metrics> metrics{};
+  /// Observer for benchmarks and tests: called on the claiming thread after each claim
+  /// statement that returned (not one that threw), with the consumer, the receipts it
+  /// claimed (0 for an empty claim) and the statement's duration in seconds, commit
+  /// included. The claim's duration is the first figure to grow when dead index entries
+  /// pile up behind a pinned xmin horizon (docs/design/held-snapshot.md). Keep it cheap:
+  /// the claimed receipts wait for it.
+  std::function<void(const std::string& consumer, std::size_t claimed, double seconds)> on_claim{};
 };
 
 /// True when `name` can be a custom PostgreSQL setting (WorkerOptions::tenant_setting):
