@@ -18,7 +18,9 @@ namespace boxcar::detail::console_sql {
 inline constexpr const char* kBacklogFigures = R"sql(
 SELECT s.figures::text AS figures,
        s.collected_at > '-infinity'::timestamptz AS computed,
-       coalesce(EXTRACT(epoch FROM pg_catalog.now() - s.collected_at)::float8, 0) AS age_seconds,
+       -- '-infinity' until the first collection, which now() cannot be subtracted from.
+       CASE WHEN s.collected_at > '-infinity'::timestamptz
+            THEN EXTRACT(epoch FROM pg_catalog.now() - s.collected_at)::float8 ELSE 0 END AS age_seconds,
        s.collected_by
 FROM {schema}.backlog_snapshot AS s
 WHERE s.section = $1::text

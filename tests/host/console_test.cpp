@@ -114,6 +114,23 @@ TEST_CASE("the console is off unless console.enabled: no port is bound") {
   runtime.stop();
 }
 
+TEST_CASE("the overview answers before the backlog figures were ever collected") {
+  TestDatabase db;
+  RuntimeConfig config;
+  config.pool.url = db.url();
+  config.schema = db.schema();
+  config.consumers = {"orders.v1"};
+  config.http.listen = "";
+  config.console = {.enabled = true, .port = 0, .admin_token = Pipeline::kAdminToken};
+  Runtime runtime(config);
+  runtime.start(Role::Ingress);
+  // A stored section that no collector has computed yet keeps collected_at '-infinity'.
+  db.execute("UPDATE {schema}.backlog_snapshot SET collected_at = '-infinity'");
+  const auto overview = get(runtime.console_port(), "/api/v1/overview");
+  CHECK(overview.contains("outbox"));
+  runtime.stop();
+}
+
 TEST_CASE("the console's API reports the backlog, the DEAD groups, the blocked keys and the health") {
   Pipeline p;
   SnapshotHolder holder(p.db);
