@@ -136,8 +136,10 @@ TEST_CASE("a backend terminated while its insert waits is uncertain and reconcil
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     terminated = pqxx::nontransaction(admin)
                      .exec(
+                         // This schema's insert only: other tests share the server.
                          "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                         "WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO%inbox_receipts%'")[0][0]
+                         "WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO%" +
+                         db.schema() + "%inbox_receipts%'")[0][0]
                      .as<int>();
   }
   acceptor.join();
