@@ -1,13 +1,15 @@
-// The operator console in Debian's Chromium, driven headless by puppeteer-core (pinned in
-// package-lock.json). console_browser_test.cpp starts the pipeline and the console, writes
+// The operator console in a real browser, driven headless by puppeteer-core (pinned in
+// package-lock.json): Debian's Chromium over the DevTools protocol, or Debian's Firefox ESR
+// over WebDriver BiDi. console_browser_test.cpp starts the pipeline and the console, writes
 // what the database holds to the file EXPECT names, and runs this script:
 //
-//   CONSOLE_URL=http://127.0.0.1:PORT ADMIN_TOKEN=... EXPECT=expect.json SCREENSHOTS=DIR \
-//     node browser_test.mjs
+//   BROWSER=chromium|firefox CONSOLE_URL=http://127.0.0.1:PORT ADMIN_TOKEN=... \
+//     EXPECT=expect.json SCREENSHOTS=DIR node browser_test.mjs
 //
 // It exits 0 when the page showed every expected number, refused actions without the
 // admin token and without the CSRF token, showed the snapshot holder's pid, and retried
 // the poison group through the confirmation dialog; otherwise it prints why and exits 1.
+// Both browsers run every step and every check below; only the launch differs.
 import { mkdtempSync, readFileSync, rmSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,23 +19,64 @@ const url = process.env.CONSOLE_URL;
 const token = process.env.ADMIN_TOKEN;
 const expect = JSON.parse(readFileSync(process.env.EXPECT, 'utf8'));
 const shots = process.env.SCREENSHOTS;
-const chromium = process.env.CHROMIUM || '/usr/bin/chromium';
 const timeout = 30000;
 
 function check(condition, message) {
   if (!condition) throw new Error(message);
 }
 
+// Set when each page opens. Not with page.setViewport: over WebDriver BiDi that also sends
+// emulation.setScreenOrientationOverride, which Firefox ESR 140 (Debian 12's main archive;
+// bookworm-security has 153) does not know; puppeteer tolerates that for the launch's
+// defaultViewport, and the viewport itself is set either way.
+const viewport = { width: 1280, height: 860 };
+
+// How each browser starts. BROWSER_PATH overrides the Debian binary.
+const launchers = {
+  chromium: (profile) => ({
+    browser: 'chrome',
+    executablePath: process.env.BROWSER_PATH || '/usr/bin/chromium',
+    headless: true,
+    userDataDir: profile,
+    defaultViewport: viewport,
+    // The closed network makes Chromium's background services hang without these.
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+  }),
+  firefox: (profile) => ({
+    browser: 'firefox',
+    executablePath: process.env.BROWSER_PATH || '/usr/bin/firefox-esr',
+    headless: true,
+    userDataDir: profile,
+    defaultViewport: viewport,
+  }),
+};
+const browserName = process.env.BROWSER || 'chromium';
+check(browserName in launchers, 'BROWSER must be one of ' + Object.keys(launchers).join(', ') + ': ' + browserName);
+
+// Waits until `predicate(...args)`, run in the page, returns true. Not page.waitForFunction:
+// its poller rebuilds the predicate with `new Function` inside the page, which the console's
+// Content-Security-Policy (no 'unsafe-eval') blocks in Firefox ESR 140 over WebDriver BiDi.
+// page.evaluate runs the predicate as the protocol's own call, outside the page's CSP.
+async function waitFor(page, predicate, ...args) {
+  const deadline = Date.now() + timeout;
+  while (!(await page.evaluate(predicate, ...args))) {
+    if (Date.now() > deadline)
+      throw new Error(`still false after ${timeout} ms: ${String(predicate).replace(/\s+/g, ' ')}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 // Waits until the text of `selector` equals `expected` (the page refreshes itself).
 async function waitForText(page, selector, expected) {
   try {
-    await page.waitForFunction((s, e) => {
+    await waitFor(page, (s, e) => {
       const node = document.querySelector(s);
       return node !== null && node.textContent.trim() === e;
-    }, { timeout }, selector, String(expected));
+    }, selector, String(expected));
   } catch (error) {
     const actual = await page.$eval(selector, (n) => n.textContent.trim()).catch(() => '(missing)');
-    throw new Error(`${selector}: expected "${expected}", the page shows "${actual}"`);
+    throw new Error(`${selector}: expected "${expected}", the page shows "${actual}" (${error.message})`);
   }
 }
 
@@ -41,23 +84,17 @@ async function open(page, hash) {
   await page.evaluate((h) => { location.hash = h; }, hash);
 }
 
-const profile = mkdtempSync(join(tmpdir(), 'boxcar-console-chromium-'));
-const browser = await puppeteer.launch({
-  executablePath: chromium,
-  headless: true,
-  userDataDir: profile,
-  // The closed network makes Chromium's background services hang without these.
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
-});
+const profile = mkdtempSync(join(tmpdir(), `boxcar-console-${browserName}-`));
+// A generous start-up limit (puppeteer's default is 30 s): the suite runs beside compilers.
+const browser = await puppeteer.launch({ ...launchers[browserName](profile), timeout: 120000 });
 let failed = null;
 try {
   const page = await browser.newPage();
-  await page.setViewport({ width: 1280, height: 860 });
   const violations = [];
   page.on('console', (message) => {
-    // Chromium logs every 4xx answer as "Failed to load resource": the refusals below are
-    // expected ones. Anything else (a CSP violation, a script error) is a failure.
+    // Chromium logs every 4xx answer as "Failed to load resource" (Firefox logs none): the
+    // refusals below are expected ones. Anything else (a CSP violation, a script error) is a
+    // failure; Firefox reports a CSP violation as a page error.
     if (message.type() === 'error' && !message.text().startsWith('Failed to load resource'))
       violations.push(message.text());
   });
@@ -110,13 +147,13 @@ try {
   await page.type('#login-actor', 'alice');
   await page.type('#login-token', token);
   await page.click('#login-submit');
-  await page.waitForFunction(() => document.body.classList.contains('admin'), { timeout });
+  await waitFor(page, () => document.body.classList.contains('admin'));
   await open(page, `#group/inbox/${expect.group}`);
-  await page.waitForFunction((n) => document.querySelectorAll('#records tbody tr[data-id]').length === n,
-    { timeout }, expect.group_count);
+  await waitFor(page, (n) => document.querySelectorAll('#records tbody tr[data-id]').length === n,
+    expect.group_count);
   await page.screenshot({ path: join(shots, 'dead-group.png'), fullPage: true });
   await page.click('#group-retry');
-  await page.waitForFunction(() => document.querySelector('#confirm').open, { timeout });
+  await waitFor(page, () => document.querySelector('#confirm').open);
   const question = await page.$eval('#confirm-text', (n) => n.textContent);
   check(question.includes(`will change ${expect.group_count} rows`), 'the confirmation says: ' + question);
   await page.type('#confirm-rows', String(expect.group_count - 1));
@@ -126,8 +163,8 @@ try {
   await page.$eval('#confirm-rows', (n) => { n.value = ''; });
   await page.type('#confirm-rows', String(expect.group_count));
   await page.click('#confirm-ok');
-  await page.waitForFunction((n) => document.querySelector('#status').textContent.includes(`${n} row(s) changed`),
-    { timeout }, expect.group_count);
+  await waitFor(page, (n) => document.querySelector('#status').textContent.includes(`${n} row(s) changed`),
+    expect.group_count);
 
   // 5. The receipts complete: the group empties, the consumer's DEAD count drops to 0, and
   // the action is on the record with its actor.
@@ -139,7 +176,7 @@ try {
   await waitForText(page, '#action-log td[data-field="rows"]', expect.group_count);
 
   check(violations.length === 0, 'console errors or foreign requests: ' + violations.join('; '));
-  console.log('console browser test: ok');
+  console.log(`console browser test (${await browser.version()}): ok`);
 } catch (error) {
   failed = error;
 } finally {
@@ -147,6 +184,6 @@ try {
   rmSync(profile, { recursive: true, force: true });
 }
 if (failed) {
-  console.error('console browser test failed: ' + failed.message);
+  console.error(`console browser test (${browserName}) failed: ` + failed.message);
   process.exit(1);
 }

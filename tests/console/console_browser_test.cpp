@@ -1,8 +1,9 @@
 // The operator console in a real browser (label console): a pipeline with a poison group,
 // a blocked key and a session holding a snapshot, the console served by the Runtime, and
-// browser_test.mjs driving Debian's Chromium through it (docs/console.md, "Tests").
-// Exits 77 (skipped) only when chromium or node is not installed; npm ci installs the
-// pinned puppeteer-core first.
+// browser_test.mjs driving Debian's Chromium or Firefox ESR through it (docs/console.md,
+// "Tests"). `--browser chromium|firefox` picks the browser (ctest runs both); the same
+// scenario and checks run in each. Exits 77 (skipped) only when that browser or node is not
+// installed; npm ci installs the pinned puppeteer-core first.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
@@ -27,7 +28,15 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kChromium = "/usr/bin/chromium";
+struct Browser {
+  std::string name;  // browser_test.mjs's BROWSER
+  std::string executable;
+};
+
+const Browser kBrowsers[] = {{"chromium", "/usr/bin/chromium"}, {"firefox", "/usr/bin/firefox-esr"}};
+
+// The one --browser names; main() sets it before the test runs.
+const Browser* chosen_browser = nullptr;
 
 std::string node_path() {
   for (const char* candidate : {"/usr/bin/node", "/usr/local/bin/node"})
@@ -42,7 +51,9 @@ std::string screenshot_dir() {
 
 }  // namespace
 
-TEST_CASE("the console in Chromium shows what the database holds, refuses unguarded actions and retries a group") {
+TEST_CASE("the console in a browser shows what the database holds, refuses unguarded actions and retries a group") {
+  const Browser& browser_under_test = *chosen_browser;
+  INFO("browser: " << browser_under_test.name << " (" << browser_under_test.executable << ")");
   const auto installed = run_process(BOXCAR_CONSOLE_TEST_DIR "/install_deps.sh", {}, {}, 300s);
   INFO(installed.output);
   REQUIRE(installed.exit_code == 0);
@@ -89,11 +100,16 @@ TEST_CASE("the console in Chromium shows what the database holds, refuses unguar
 
   // Retried now, the poison group completes.
   p.poison = false;
-  const auto browser = run_process(node_path(), {BOXCAR_CONSOLE_TEST_DIR "/browser_test.mjs"},
-                                   {"CONSOLE_URL=http://127.0.0.1:" + std::to_string(p.port()),
-                                    "ADMIN_TOKEN=" + std::string(ConsolePipeline::kAdminToken), "EXPECT=" + expect_path,
-                                    "SCREENSHOTS=" + screenshot_dir(), "HOME=" + std::string(BOXCAR_CONSOLE_BUILD_DIR)},
-                                   240s);
+  // Each browser has its own HOME (both write their caches and crash reports there) and its
+  // own screenshots, so the two ctest runs may run side by side.
+  const auto browser =
+      run_process(node_path(), {BOXCAR_CONSOLE_TEST_DIR "/browser_test.mjs"},
+                  {"BROWSER=" + browser_under_test.name, "BROWSER_PATH=" + browser_under_test.executable,
+                   "CONSOLE_URL=http://127.0.0.1:" + std::to_string(p.port()),
+                   "ADMIN_TOKEN=" + std::string(ConsolePipeline::kAdminToken), "EXPECT=" + expect_path,
+                   "SCREENSHOTS=" + screenshot_dir() + "/" + browser_under_test.name,
+                   "HOME=" + std::string(BOXCAR_CONSOLE_BUILD_DIR) + "/home-" + browser_under_test.name},
+                  240s);
   INFO(browser.output);
   CHECK(browser.exit_code == 0);
   std::remove(expect_path.c_str());
@@ -109,9 +125,20 @@ TEST_CASE("the console in Chromium shows what the database holds, refuses unguar
 }
 
 int main(int argc, char** argv) {
-  if (::access(kChromium.c_str(), X_OK) != 0 || node_path().empty()) {
-    std::cerr << "console tests: skipped: " << kChromium << " or node is not installed (scripts/setup installs them)\n";
+  Catch::Session session;
+  std::string name = "chromium";
+  session.cli(session.cli() | Catch::clara::Opt(name, "chromium|firefox")["--browser"]("the browser to drive"));
+  if (const int invalid = session.applyCommandLine(argc, argv)) return invalid;
+  for (const auto& browser : kBrowsers)
+    if (browser.name == name) chosen_browser = &browser;
+  if (chosen_browser == nullptr) {
+    std::cerr << "console tests: --browser must be chromium or firefox, not " << name << "\n";
+    return 2;
+  }
+  if (::access(chosen_browser->executable.c_str(), X_OK) != 0 || node_path().empty()) {
+    std::cerr << "console tests: skipped: " << chosen_browser->executable
+              << " or node is not installed (scripts/setup installs them)\n";
     return 77;
   }
-  return Catch::Session().run(argc, argv);
+  return session.run();
 }
