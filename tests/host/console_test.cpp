@@ -98,17 +98,24 @@ struct SnapshotHolder {
   int pid = 0;
 };
 
-}  // namespace
-
-TEST_CASE("the console is off unless console.enabled: no port is bound") {
-  CHECK_FALSE(RuntimeConfig{}.console.enabled);
-  TestDatabase db;
+// A Runtime's configuration for `db` with the console on (port 0: any free one) or off,
+// no HTTP listener, one consumer.
+RuntimeConfig console_config(const TestDatabase& db, bool console_enabled = true) {
   RuntimeConfig config;
   config.pool.url = db.url();
   config.schema = db.schema();
   config.consumers = {"orders.v1"};
   config.http.listen = "";
-  Runtime runtime(config);
+  if (console_enabled) config.console = {.enabled = true, .port = 0, .admin_token = Pipeline::kAdminToken};
+  return config;
+}
+
+}  // namespace
+
+TEST_CASE("the console is off unless console.enabled: no port is bound") {
+  CHECK_FALSE(RuntimeConfig{}.console.enabled);
+  TestDatabase db;
+  Runtime runtime(console_config(db, false));
   runtime.start(Role::Ingress);
   CHECK(runtime.console_port() == 0);
   runtime.stop();
@@ -116,13 +123,7 @@ TEST_CASE("the console is off unless console.enabled: no port is bound") {
 
 TEST_CASE("the overview answers before the backlog figures were ever collected") {
   TestDatabase db;
-  RuntimeConfig config;
-  config.pool.url = db.url();
-  config.schema = db.schema();
-  config.consumers = {"orders.v1"};
-  config.http.listen = "";
-  config.console = {.enabled = true, .port = 0, .admin_token = Pipeline::kAdminToken};
-  Runtime runtime(config);
+  Runtime runtime(console_config(db));
   runtime.start(Role::Ingress);
   // A stored section that no collector has computed yet keeps collected_at '-infinity'.
   db.execute("UPDATE {schema}.backlog_snapshot SET collected_at = '-infinity'");
@@ -524,13 +525,7 @@ TEST_CASE("a DEAD outbox event is shown without its content and retried through 
       "UPDATE {schema}.outbox_events SET status = 'DEAD', dead_reason = 'ATTEMPTS_EXHAUSTED', attempts = 5, "
       "last_error = 'broker down for 30 s'");
   const auto id = db.scalar("SELECT id FROM {schema}.outbox_events");
-  RuntimeConfig config;
-  config.pool.url = db.url();
-  config.schema = db.schema();
-  config.consumers = {"orders.v1"};
-  config.http.listen = "";
-  config.console = {.enabled = true, .port = 0, .admin_token = Pipeline::kAdminToken};
-  Runtime runtime(config);
+  Runtime runtime(console_config(db));
   runtime.start(Role::Ingress);
   const int port = runtime.console_port();
 
