@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "boxcar/inbox/worker.hpp"
 #include "worker_fixture.hpp"
@@ -60,6 +61,12 @@ struct Setup {
   Inbox inbox{pool, {.schema = db.schema(), .consumers = {kConsumer}, .notify = false}};
   std::string app_table = db.qualified("{schema}.app_rows");
   std::atomic<int> calls{0};
+  // A gate the handler waits at before its write: free_disk_between_handlers() frees the
+  // space only while the one handler thread waits there, so no failure is between its
+  // statement and its probe then. An outage that ends in that gap is charged: the probe
+  // passes, as after a handler's own failure (docs/worker.md).
+  std::atomic<bool> gate_closed{false};
+  std::atomic<bool> at_gate{false};
 
   Setup() {
     create_app_table(db);
@@ -89,6 +96,13 @@ struct Setup {
   }
   // Frees the space: a dropped table's file is truncated as its transaction commits.
   void free_disk() { db.execute("DROP TABLE {schema}.filler"); }
+  void free_disk_between_handlers() {
+    gate_closed = true;
+    const bool waiting = eventually([&] { return at_gate.load(); }, 10s);
+    free_disk();
+    gate_closed = false;
+    REQUIRE(waiting);
+  }
 
   Worker worker(std::size_t batch_size, int max_outage_hand_backs) {
     return Worker(pool,
@@ -106,6 +120,10 @@ struct Setup {
                     .supports = {{"thing.happened", 1}},
                     .handler = handler([this](const nlohmann::json&, HandlerContext& c) {
                       ++calls;
+                      if (gate_closed) {
+                        at_gate = true;
+                        while (gate_closed) std::this_thread::sleep_for(1ms);
+                      }
                       insert_app_row(app_table, c);
                     })}});
   }
@@ -127,7 +145,7 @@ void full_disk_charges_nothing(std::size_t batch_size) {
   CHECK(s.calls >= 6);
   CHECK(s.count("status = 'DEAD'") == 0);
   CHECK(s.count("attempts > 1") == 0);
-  s.free_disk();
+  s.free_disk_between_handlers();
   const bool completed = eventually([&] { return s.count("status = 'COMPLETED'") == 3; }, 30s);
   worker.stop();
   REQUIRE(handed_back);
