@@ -144,6 +144,12 @@ struct Metrics::Impl {
             "pg_notification_queue_usage(): the fraction of the cluster's NOTIFY queue in use, held back by the "
             "listener that has read the least; at 1 every NOTIFY in the cluster fails.")
           .Add({});
+  Gauge& xmin_horizon_age =
+      gauge(*registry, "boxcar_database_xmin_horizon_age_transactions",
+            "Transactions between the current one and the oldest xmin (a session's snapshot or transaction, a "
+            "standby's feedback, a replication slot, a prepared transaction) that holds back VACUUM on this "
+            "database; 0 when none.")
+          .Add({});
   Gauge& collection_seconds =
       gauge(*registry, "boxcar_backlog_collection_seconds", "Duration of the last backlog collection.").Add({});
   Counter& collection_errors = counter(*registry, "boxcar_backlog_collection_errors_total",
@@ -288,6 +294,7 @@ void Metrics::set_table_health(const std::string& table, double dead_tuples, dou
 }
 
 void Metrics::set_notify_queue_usage(double ratio) { impl_->notify_queue_usage.Set(ratio); }
+void Metrics::set_xmin_horizon_age(double transactions) { impl_->xmin_horizon_age.Set(non_negative(transactions)); }
 
 void Metrics::backlog_collected(double seconds, bool ok) {
   impl_->collection_seconds.Set(non_negative(seconds));

@@ -107,6 +107,7 @@ struct Snapshot {
   double outbox_oldest_age = 0;
   std::map<std::string, TableHealth, std::less<>> tables;
   double notify_queue_usage = 0;
+  double xmin_horizon_age = 0;
   Section inbox_section;
   Section outbox_section;
 };
@@ -245,7 +246,8 @@ std::vector<BacklogCollector::NamedQuery> BacklogCollector::queries(std::string_
           {"snapshot_read", detail::with_schema(sql::kSnapshotRead, schema)},
           {"inbox_waiting", detail::with_schema(sql::kInboxWaiting, schema)},
           {"inbox_blocked_keys", detail::with_schema(sql::kInboxBlockedKeys, schema)},
-          {"notify_queue_usage", std::string(sql::kNotifyQueueUsage)}};
+          {"notify_queue_usage", std::string(sql::kNotifyQueueUsage)},
+          {"xmin_horizon_age", std::string(sql::kXminHorizonAge)}};
 }
 
 BacklogCollector::BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::shared_ptr<Metrics> metrics,
@@ -299,12 +301,14 @@ enum Query : std::size_t {
   kRead,
   kWaiting,
   kBlockedKeys,
-  kNotifyQueueUsage
+  kNotifyQueueUsage,
+  kXminHorizonAge
 };
 
 // One collection's reads, in its one short transaction, into a Snapshot: what the role may
 // read, each section's figures (computed when elected through backlog_snapshot, or alone;
-// otherwise the fleet's stored ones), then the tables' health and the notification queue.
+// otherwise the fleet's stored ones), then the tables' health, the notification queue and
+// the xmin horizon.
 class CollectionReads {
  public:
   CollectionReads(Tx& tx, const std::vector<BacklogCollector::NamedQuery>& queries,
@@ -359,6 +363,9 @@ class CollectionReads {
 
   // Cluster-wide, and as cheap: every process reads it too.
   void read_notify_queue() { snapshot_.notify_queue_usage = run(kNotifyQueueUsage).at(0)["usage"].as<double>(); }
+
+  // This database's, and as cheap.
+  void read_xmin_horizon() { snapshot_.xmin_horizon_age = run(kXminHorizonAge).at(0)["age"].as<double>(); }
 
  private:
   Tx& tx_;
@@ -511,6 +518,7 @@ void export_gauges(Metrics& metrics, const Snapshot& snapshot, const std::set<st
       metrics.set_table_health(std::string(table), found->second.dead_tuples, found->second.size_bytes);
   }
   metrics.set_notify_queue_usage(snapshot.notify_queue_usage);
+  metrics.set_xmin_horizon_age(snapshot.xmin_horizon_age);
   const auto& inbox = snapshot.inbox_section;
   const auto& outbox = snapshot.outbox_section;
   if (inbox.known) metrics.backlog_snapshot("inbox", inbox.age, inbox.computed);
@@ -537,6 +545,7 @@ void BacklogCollector::collect_once() {
     reads.read_outbox();
     reads.read_table_health();
     reads.read_notify_queue();
+    reads.read_xmin_horizon();
     tx.commit();
   } catch (...) {
     metrics_->backlog_collected(elapsed(), false);

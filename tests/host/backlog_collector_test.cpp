@@ -314,7 +314,7 @@ TEST_CASE("every backlog query reads its partial index, not the table, on 1,000,
                                         "outbox_waiting"};
   const std::set<std::string> covering = {"inbox_claimable", "inbox_dead", "outbox_due", "outbox_publishing"};
   const auto queries = BacklogCollector::queries(db.schema());
-  REQUIRE(queries.size() == 16);
+  REQUIRE(queries.size() == 17);
   for (const auto& query : queries) {
     if (query.name.rfind("snapshot_", 0) == 0) continue;  // primary-key lookups on a two-row table
     std::string sql = query.sql;
@@ -609,4 +609,29 @@ TEST_CASE("when the elected collector dies or stops, another one computes at its
     return computed(*metrics_c, "inbox") == 1;
   }));
   CHECK(Exposition(metrics_c->serialize()).value("boxcar_backlog_snapshot_age_seconds", {{"section", "inbox"}}) == 0);
+}
+
+TEST_CASE("the backlog collector exports the age of the xmin horizon, which a held snapshot pins") {
+  BacklogSetup s;
+  // The bench's holder (docs/design/held-snapshot.md): a REPEATABLE READ transaction that
+  // has read once keeps its snapshot's xmin while 200 other transactions take an id.
+  pqxx::connection holder = s.db.connect();
+  pqxx::nontransaction hold(holder);
+  hold.exec("BEGIN ISOLATION LEVEL REPEATABLE READ");
+  hold.exec("SELECT 1");
+  const int holder_pid = holder.backendpid();
+  pqxx::connection writer = s.db.connect();
+  pqxx::nontransaction(writer).exec(
+      "DO $$ BEGIN FOR i IN 1..200 LOOP PERFORM pg_catalog.pg_current_xact_id(); COMMIT; END LOOP; END $$");
+  const auto held_age = s.db.scalar(
+      "SELECT pg_catalog.age(backend_xmin) FROM pg_catalog.pg_stat_activity WHERE pid = " + std::to_string(holder_pid));
+  REQUIRE(held_age >= 200);
+
+  BacklogCollector collector(s.pool, s.metrics, {.schema = s.db.schema(), .interval = 1ms});
+  collector.collect_once();
+  const auto age = s.scrape().value("boxcar_database_xmin_horizon_age_transactions");
+  REQUIRE(age);
+  // The oldest holder of the database: this one, or an older one of a test beside it.
+  CHECK(*age >= static_cast<double>(held_age));
+  hold.exec("ROLLBACK");
 }

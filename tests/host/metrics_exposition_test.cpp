@@ -43,6 +43,7 @@ TEST_CASE("every metrics method shows up in the exposition under its documented 
   metrics.set_outbox_oldest_unpublished_age(9);
   metrics.set_table_health("inbox_receipts", 150, 8192);
   metrics.set_notify_queue_usage(0.125);
+  metrics.set_xmin_horizon_age(76577);
   metrics.backlog_collected(0.25, true);
   metrics.backlog_collected(0.75, false);
   metrics.backlog_snapshot("inbox", 3.5, false);
@@ -96,6 +97,7 @@ TEST_CASE("every metrics method shows up in the exposition under its documented 
   CHECK(e.value("boxcar_table_dead_tuples", {{"table", "inbox_receipts"}}) == 150);
   CHECK(e.value("boxcar_table_size_bytes", {{"table", "inbox_receipts"}}) == 8192);
   CHECK(e.value("boxcar_database_notify_queue_usage_ratio") == 0.125);
+  CHECK(e.value("boxcar_database_xmin_horizon_age_transactions") == 76577);
   CHECK(e.value("boxcar_backlog_collection_seconds") == 0.75);
   CHECK(e.value("boxcar_backlog_collection_errors_total") == 1);
   CHECK(e.value("boxcar_backlog_last_success_timestamp_seconds") > 1.7e9);
@@ -116,6 +118,7 @@ TEST_CASE("unlabelled metrics are exported as zero before anything happened") {
   CHECK(e.value("boxcar_backlog_last_success_timestamp_seconds") == 0);
   CHECK(e.value("boxcar_worker_abandoned_handlers_total") == 0);
   CHECK(e.value("boxcar_database_notify_queue_usage_ratio") == 0);
+  CHECK(e.value("boxcar_database_xmin_horizon_age_transactions") == 0);
   // Labelled families have no series until a label set is used.
   CHECK_FALSE(e.value("boxcar_inbox_accept_total", {{"consumer", "orders.v1"}, {"result", "accepted"}}));
 }

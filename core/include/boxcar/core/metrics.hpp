@@ -89,6 +89,9 @@ class Metrics {
   /// boxcar_database_notify_queue_usage_ratio (gauge): pg_notification_queue_usage(), the
   /// fraction (0 to 1) of the cluster's NOTIFY queue in use; at 1 every NOTIFY fails.
   void set_notify_queue_usage(double ratio);
+  /// boxcar_database_xmin_horizon_age_transactions (gauge): how many transactions behind
+  /// the current one the oldest xmin holding back VACUUM on this database is; 0 when none.
+  void set_xmin_horizon_age(double transactions);
   /// boxcar_backlog_collection_seconds (gauge) and boxcar_backlog_collection_errors_total.
   void backlog_collected(double seconds, bool ok);
   /// boxcar_backlog_snapshot_age_seconds{section} (gauge): age of the fleet's figures this
