@@ -26,8 +26,12 @@ let status = 0;
 try {
   if (command === 'show') {
     for (const id of ids) {
+      // The state first: BullMQ writes a job's result in the same step that makes it
+      // completed, so a job read after its state was 'completed' has its result. Read the
+      // other way round, a job that completes in between shows completed without it.
+      const state = await queue.getJobState(id);
       const job = await queue.getJob(id);
-      out[id] = job ? describe(job, await job.getState()) : { state: 'missing' };
+      out[id] = job ? describe(job, state) : { state: 'missing' };
     }
   } else if (command === 'failed') {
     for (const job of await queue.getFailed()) out[job.id] = describe(job, 'failed');
