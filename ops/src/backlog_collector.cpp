@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "backlog_queries.hpp"
+#include "operator_support.hpp"
 #include "boxcar/core/detail/database_errors.hpp"
 #include "boxcar/core/detail/periodic_thread.hpp"
 #include "boxcar/core/error.hpp"
@@ -247,7 +248,7 @@ std::vector<BacklogCollector::NamedQuery> BacklogCollector::queries(std::string_
           {"inbox_waiting", detail::with_schema(sql::kInboxWaiting, schema)},
           {"inbox_blocked_keys", detail::with_schema(sql::kInboxBlockedKeys, schema)},
           {"notify_queue_usage", std::string(sql::kNotifyQueueUsage)},
-          {"xmin_horizon_age", std::string(sql::kXminHorizonAge)}};
+          {"xmin_outside_sessions", std::string(sql::kXminOutsideSessions)}};
 }
 
 BacklogCollector::BacklogCollector(std::shared_ptr<ConnectionPool> pool, std::shared_ptr<Metrics> metrics,
@@ -302,7 +303,7 @@ enum Query : std::size_t {
   kWaiting,
   kBlockedKeys,
   kNotifyQueueUsage,
-  kXminHorizonAge
+  kXminOutsideSessions
 };
 
 // One collection's reads, in its one short transaction, into a Snapshot: what the role may
@@ -364,8 +365,14 @@ class CollectionReads {
   // Cluster-wide, and as cheap: every process reads it too.
   void read_notify_queue() { snapshot_.notify_queue_usage = run(kNotifyQueueUsage).at(0)["usage"].as<double>(); }
 
-  // This database's, and as cheap.
-  void read_xmin_horizon() { snapshot_.xmin_horizon_age = run(kXminHorizonAge).at(0)["age"].as<double>(); }
+  // This database's, and as cheap: the oldest session (the one `boxcar status` names) and
+  // what no session shows. Under such a horizon every claim walks the index entries of
+  // every message handled since (docs/design/held-snapshot.md).
+  void read_xmin_horizon() {
+    const auto holders = detail::read_xmin_holders(tx_.work(), 1);
+    const double sessions = holders.empty() ? 0.0 : static_cast<double>(holders.front().xmin_age);
+    snapshot_.xmin_horizon_age = std::max(sessions, run(kXminOutsideSessions).at(0)["age"].as<double>());
+  }
 
  private:
   Tx& tx_;

@@ -323,24 +323,14 @@ inline constexpr std::string_view kNotifyQueueUsage = R"SQL(
 SELECT pg_catalog.pg_notification_queue_usage() AS usage
 )SQL";
 
-// How far behind the current transaction the oldest xmin that holds back VACUUM on this
-// database's tables is, in transactions (0 when nothing holds one): the sessions of this
-// database (a snapshot or a transaction id), a standby's hot_standby_feedback (its
-// walsender), replication slots and prepared transactions. Under such a horizon every
-// claim walks the index entries of every message handled since, so the age tracks what a
-// claim pays (docs/design/held-snapshot.md). An autovacuum worker's snapshot is its own
-// work, as in the console's holders (console_queries.hpp); this session is left out.
-// Catalog views only; backend_xmin is visible without pg_read_all_stats.
-inline constexpr std::string_view kXminHorizonAge = R"SQL(
+// The xmin ages that hold back VACUUM on this database without a session of it showing
+// them (0 when none): replication slots' xmin (a logical slot's catalog_xmin holds back the
+// catalogs only) and prepared transactions. The sessions' come from the console's holders
+// (read_xmin_holders), so the gauge and `boxcar status` agree on the oldest session.
+// Catalog views only.
+inline constexpr std::string_view kXminOutsideSessions = R"SQL(
 SELECT coalesce(pg_catalog.max(h.age), 0)::float8 AS age
-FROM (SELECT pg_catalog.age(coalesce(a.backend_xid, a.backend_xmin)) AS age
-      FROM pg_catalog.pg_stat_activity AS a
-      WHERE coalesce(a.backend_xid, a.backend_xmin) IS NOT NULL
-        AND (a.datname = pg_catalog.current_database() OR a.backend_type = 'walsender')
-        AND a.backend_type <> 'autovacuum worker'
-        AND a.pid <> pg_catalog.pg_backend_pid()
-      UNION ALL
-      SELECT pg_catalog.age(s.xmin)
+FROM (SELECT pg_catalog.age(s.xmin) AS age
       FROM pg_catalog.pg_replication_slots AS s
       WHERE s.xmin IS NOT NULL
       UNION ALL

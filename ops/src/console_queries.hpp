@@ -287,8 +287,9 @@ VALUES ($1::text, $2::text, $3::text, $4::text, $5::integer)
 // The sessions holding back the xmin horizon of this database's tables, oldest first ($1
 // at most): the session whose snapshot (backend_xmin) or transaction id (backend_xid) is
 // oldest keeps VACUUM from removing the rows deleted after it began. Sessions of other
-// databases do not hold back this one's tables; replication slots, which do, are listed
-// by kReplicationSlots. An autovacuum worker's snapshot is its own work, not a holder. Other roles' sessions show their details only
+// databases do not hold back this one's tables, but a walsender does: its backend_xmin is
+// a standby's hot_standby_feedback (and its datname empty). Replication slots, which hold
+// it too, are listed by kReplicationSlots. An autovacuum worker's snapshot is its own work, not a holder. Other roles' sessions show their details only
 // to a role with pg_read_all_stats (docs/console.md, "Database health").
 inline constexpr const char* kXminHolders = R"sql(
 SELECT a.pid,
@@ -302,7 +303,7 @@ SELECT a.pid,
        (EXTRACT(epoch FROM a.query_start) * 1000000::numeric)::bigint AS query_start_us
 FROM pg_catalog.pg_stat_activity AS a
 WHERE coalesce(a.backend_xid, a.backend_xmin) IS NOT NULL
-  AND a.datname = pg_catalog.current_database()
+  AND (a.datname = pg_catalog.current_database() OR a.backend_type = 'walsender')
   AND a.backend_type <> 'autovacuum worker'
   AND a.pid <> pg_catalog.pg_backend_pid()
 ORDER BY pg_catalog.age(coalesce(a.backend_xid, a.backend_xmin)) DESC, a.pid

@@ -21,7 +21,7 @@ std::vector<NamedStatement> ops_statements() {
           {"backlog.outbox_waiting", backlog_sql::kOutboxWaiting},
           {"backlog.table_health", backlog_sql::kTableHealth},
           {"backlog.notify_queue_usage", backlog_sql::kNotifyQueueUsage},
-          {"backlog.xmin_horizon_age", backlog_sql::kXminHorizonAge},
+          {"backlog.xmin_outside_sessions", backlog_sql::kXminOutsideSessions},
           {"backlog.readable_tables", backlog_sql::kReadableTables},
           {"backlog.inbox_estimates", backlog_sql::kInboxEstimates},
           {"backlog.snapshot_claim", backlog_sql::kSnapshotClaim},

@@ -181,7 +181,7 @@ SELECT a.pid,
        (EXTRACT(epoch FROM a.query_start) * 1000000::numeric)::bigint AS query_start_us
 FROM pg_catalog.pg_stat_activity AS a
 WHERE coalesce(a.backend_xid, a.backend_xmin) IS NOT NULL
-  AND a.datname = pg_catalog.current_database()
+  AND (a.datname = pg_catalog.current_database() OR a.backend_type = 'walsender')
   AND a.backend_type <> 'autovacuum worker'
   AND a.pid <> pg_catalog.pg_backend_pid()
 ORDER BY pg_catalog.age(coalesce(a.backend_xid, a.backend_xmin)) DESC, a.pid
